@@ -1,0 +1,104 @@
+#include "engine/core/dtype.h"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <limits>
+
+#include "engine/quant/reference.h"
+
+namespace kiln {
+namespace {
+
+using namespace kiln::quant;
+
+// Layouts of every ggml type, so that any valid GGUF file can be measured and
+// inspected. Only the types with conversions can be computed with.
+constexpr std::array kTypes = {
+    TypeTraits{DType::F32, "f32", 1, 4, false, f32_to_float, f32_from_float},
+    TypeTraits{DType::F16, "f16", 1, 2, false, f16_to_float, f16_from_float_ref},
+    TypeTraits{DType::Q4_0, "q4_0", 32, 18, true, q4_0_to_float, q4_0_from_float_ref},
+    TypeTraits{DType::Q4_1, "q4_1", 32, 20, true, nullptr, nullptr},
+    TypeTraits{DType::Q5_0, "q5_0", 32, 22, true, nullptr, nullptr},
+    TypeTraits{DType::Q5_1, "q5_1", 32, 24, true, nullptr, nullptr},
+    TypeTraits{DType::Q8_0, "q8_0", 32, 34, true, q8_0_to_float, q8_0_from_float_ref},
+    TypeTraits{DType::Q8_1, "q8_1", 32, 36, true, nullptr, nullptr},
+    TypeTraits{DType::Q2_K, "q2_K", 256, 84, true, nullptr, nullptr},
+    TypeTraits{DType::Q3_K, "q3_K", 256, 110, true, nullptr, nullptr},
+    TypeTraits{DType::Q4_K, "q4_K", 256, 144, true, nullptr, nullptr},
+    TypeTraits{DType::Q5_K, "q5_K", 256, 176, true, nullptr, nullptr},
+    TypeTraits{DType::Q6_K, "q6_K", 256, 210, true, nullptr, nullptr},
+    TypeTraits{DType::Q8_K, "q8_K", 256, 292, true, nullptr, nullptr},
+    TypeTraits{DType::IQ2_XXS, "iq2_xxs", 256, 66, true, nullptr, nullptr},
+    TypeTraits{DType::IQ2_XS, "iq2_xs", 256, 74, true, nullptr, nullptr},
+    TypeTraits{DType::IQ3_XXS, "iq3_xxs", 256, 98, true, nullptr, nullptr},
+    TypeTraits{DType::IQ1_S, "iq1_s", 256, 50, true, nullptr, nullptr},
+    TypeTraits{DType::IQ4_NL, "iq4_nl", 32, 18, true, nullptr, nullptr},
+    TypeTraits{DType::IQ3_S, "iq3_s", 256, 110, true, nullptr, nullptr},
+    TypeTraits{DType::IQ2_S, "iq2_s", 256, 82, true, nullptr, nullptr},
+    TypeTraits{DType::IQ4_XS, "iq4_xs", 256, 136, true, nullptr, nullptr},
+    TypeTraits{DType::I8, "i8", 1, 1, false, nullptr, nullptr},
+    TypeTraits{DType::I16, "i16", 1, 2, false, nullptr, nullptr},
+    TypeTraits{DType::I32, "i32", 1, 4, false, nullptr, nullptr},
+    TypeTraits{DType::I64, "i64", 1, 8, false, nullptr, nullptr},
+    TypeTraits{DType::F64, "f64", 1, 8, false, nullptr, nullptr},
+    TypeTraits{DType::IQ1_M, "iq1_m", 256, 56, true, nullptr, nullptr},
+    TypeTraits{DType::BF16, "bf16", 1, 2, false, bf16_to_float, bf16_from_float_ref},
+    TypeTraits{DType::TQ1_0, "tq1_0", 256, 54, true, nullptr, nullptr},
+    TypeTraits{DType::TQ2_0, "tq2_0", 256, 66, true, nullptr, nullptr},
+    TypeTraits{DType::MXFP4, "mxfp4", 32, 17, true, nullptr, nullptr},
+};
+
+constexpr bool sorted_by_id() {
+    for (size_t i = 1; i < kTypes.size(); ++i)
+        if (static_cast<uint32_t>(kTypes[i - 1].type) >= static_cast<uint32_t>(kTypes[i].type)) return false;
+    return true;
+}
+static_assert(sorted_by_id(), "keep the type table in id order");
+
+}  // namespace
+
+const TypeTraits* find_type_traits(uint32_t id) noexcept {
+    auto it = std::lower_bound(kTypes.begin(), kTypes.end(), id,
+                               [](const TypeTraits& t, uint32_t v) { return static_cast<uint32_t>(t.type) < v; });
+    if (it == kTypes.end() || static_cast<uint32_t>(it->type) != id) return nullptr;
+    return &*it;
+}
+
+const TypeTraits& type_traits(DType type) noexcept { return *find_type_traits(static_cast<uint32_t>(type)); }
+
+std::span<const TypeTraits> all_type_traits() noexcept { return kTypes; }
+
+std::optional<DType> parse_dtype(std::string_view name) noexcept {
+    for (const auto& t : kTypes) {
+        if (t.name.size() != name.size()) continue;
+        bool same = std::equal(name.begin(), name.end(), t.name.begin(), [](char a, char b) {
+            return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
+        });
+        if (same) return t.type;
+    }
+    return std::nullopt;
+}
+
+std::optional<uint64_t> checked_bytes(DType type, uint64_t count) noexcept {
+    const TypeTraits& t = type_traits(type);
+    const auto block = static_cast<uint64_t>(t.block_size);
+    if (count % block != 0) return std::nullopt;
+    const uint64_t blocks = count / block;
+    constexpr uint64_t kMax = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+    if (blocks != 0 && t.block_bytes > kMax / blocks) return std::nullopt;
+    return blocks * t.block_bytes;
+}
+
+std::optional<uint64_t> checked_element_count(std::span<const uint64_t> dims) noexcept {
+    constexpr uint64_t kMax = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+    uint64_t product = 1;
+    for (uint64_t d : dims) {
+        if (d > kMax) return std::nullopt;
+        if (d != 0 && product > kMax / d) return std::nullopt;
+        product *= d;
+    }
+    return product;
+}
+
+}  // namespace kiln

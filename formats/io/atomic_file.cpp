@@ -1,0 +1,80 @@
+#include "formats/io/atomic_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <random>
+
+#include "engine/core/error.h"
+
+namespace kiln {
+
+AtomicFile::AtomicFile(std::filesystem::path target) : target_(std::move(target)) {
+    if (target_.filename().empty()) fail("io", "cannot write '{}': not a file name", target_.string());
+    if (std::filesystem::is_directory(target_)) fail("io", "cannot write '{}': it is a directory", target_.string());
+    std::random_device entropy;
+    // The temporary lives beside the target so that rename() stays on one filesystem.
+    const std::string stem = fmt::format(".{}.tmp", target_.filename().string());
+    for (int attempt = 0; attempt < 16 && file_ == nullptr; ++attempt) {
+        temp_ = target_;
+        temp_.replace_filename(fmt::format("{}.{}.{:08x}", stem, ::getpid(), entropy()));
+        const int fd = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (fd < 0) {
+            if (errno == EEXIST) continue;
+            fail("io", "cannot create '{}': {}", temp_.string(), std::strerror(errno));
+        }
+        file_ = ::fdopen(fd, "wb");
+        if (file_ == nullptr) {
+            ::close(fd);
+            fail("io", "cannot open '{}': {}", temp_.string(), std::strerror(errno));
+        }
+    }
+    if (file_ == nullptr) fail("io", "cannot create a temporary file beside '{}'", target_.string());
+}
+
+AtomicFile::~AtomicFile() {
+    if (committed_) return;
+    if (file_ != nullptr) std::fclose(file_);
+    std::error_code ignored;
+    std::filesystem::remove(temp_, ignored);
+}
+
+void AtomicFile::write(std::span<const std::byte> bytes) {
+    if (bytes.empty()) return;
+    if (std::fwrite(bytes.data(), 1, bytes.size(), file_) != bytes.size())
+        fail("io", "cannot write '{}': {}", temp_.string(), std::strerror(errno));
+    written_ += bytes.size();
+}
+
+void AtomicFile::write_zeros(size_t count) {
+    static constexpr std::array<std::byte, 256> kZeros{};
+    while (count > 0) {
+        const size_t n = std::min(count, kZeros.size());
+        write({kZeros.data(), n});
+        count -= n;
+    }
+}
+
+void AtomicFile::commit() {
+    if (std::fflush(file_) != 0 || ::fsync(::fileno(file_)) != 0)
+        fail("io", "cannot flush '{}': {}", temp_.string(), std::strerror(errno));
+    const int close_result = std::fclose(file_);
+    file_ = nullptr;
+    if (close_result != 0) fail("io", "cannot close '{}': {}", temp_.string(), std::strerror(errno));
+    std::error_code ec;
+    std::filesystem::rename(temp_, target_, ec);
+    if (ec) fail("io", "cannot rename '{}' to '{}': {}", temp_.string(), target_.string(), ec.message());
+    committed_ = true;
+    // Make the rename itself durable.
+    const std::filesystem::path folder = target_.has_parent_path() ? target_.parent_path() : ".";
+    const int dir = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir >= 0) {
+        ::fsync(dir);
+        ::close(dir);
+    }
+}
+
+}  // namespace kiln

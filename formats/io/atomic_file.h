@@ -1,0 +1,36 @@
+#pragma once
+// Writes a file so that the target path only ever holds a complete file: data
+// goes to a temporary file in the same folder, which is flushed, synced and
+// renamed over the target on commit(). Destroying an uncommitted AtomicFile
+// (an exception, an early return) removes the temporary file.
+#include <cstddef>
+#include <cstdio>
+#include <filesystem>
+#include <span>
+
+namespace kiln {
+
+class AtomicFile {
+public:
+    explicit AtomicFile(std::filesystem::path target);
+    ~AtomicFile();
+    AtomicFile(const AtomicFile&) = delete;
+    AtomicFile& operator=(const AtomicFile&) = delete;
+
+    void write(std::span<const std::byte> bytes);
+    void write_zeros(size_t count);
+    uint64_t bytes_written() const noexcept { return written_; }
+    // Flushes, syncs and renames the temporary file over the target.
+    void commit();
+
+    const std::filesystem::path& temp_path() const noexcept { return temp_; }
+
+private:
+    std::filesystem::path target_;
+    std::filesystem::path temp_;
+    std::FILE* file_ = nullptr;
+    uint64_t written_ = 0;
+    bool committed_ = false;
+};
+
+}  // namespace kiln
