@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <string>
 
+#include "engine/core/printable.h"
 #include "formats/gguf/gguf_file.h"
 
 namespace kiln::convert {
@@ -14,28 +15,7 @@ namespace {
 constexpr size_t kArrayPreview = 4;     // array elements shown before "... N more"
 constexpr size_t kStringPreview = 64;   // characters of a string shown before cutting it
 
-// A string as a quoted, escaped literal, cut to a readable length.
-std::string quoted(const std::string& s) {
-    std::string out = "\"";
-    size_t shown = 0;
-    for (unsigned char c : s) {
-        if (shown++ == kStringPreview) {
-            out += fmt::format("\"... ({} bytes)", s.size());
-            return out;
-        }
-        switch (c) {
-            case '"': out += "\\\""; break;
-            case '\\': out += "\\\\"; break;
-            case '\n': out += "\\n"; break;
-            case '\t': out += "\\t"; break;
-            case '\r': out += "\\r"; break;
-            default:
-                if (c < 0x20 || c == 0x7f) out += fmt::format("\\x{:02x}", c);
-                else out += static_cast<char>(c);
-        }
-    }
-    return out + "\"";
-}
+std::string quoted(const std::string& s) { return "\"" + printable(s, kStringPreview) + "\""; }
 
 std::string type_label(const GgufValue& v) {
     if (const GgufArray* a = v.as_array())
@@ -94,7 +74,7 @@ void inspect(const std::filesystem::path& path, std::FILE* out) {
     for (const GgufEntry& e : file.metadata()) key_width = std::max(key_width, e.key.size());
     fmt::print(out, "metadata:\n");
     for (const GgufEntry& e : file.metadata())
-        fmt::print(out, "  {:<{}}  {:<12}  {}\n", e.key, key_width, type_label(e.value), show(e.value));
+        fmt::print(out, "  {:<{}}  {:<12}  {}\n", printable(e.key), key_width, type_label(e.value), show(e.value));
 
     size_t name_width = 4;
     for (const GgufTensor& t : file.tensors()) name_width = std::max(name_width, t.name.size());
@@ -104,7 +84,7 @@ void inspect(const std::filesystem::path& path, std::FILE* out) {
     for (size_t i = 0; i < file.tensors().size(); ++i) {
         const GgufTensor& t = file.tensors()[i];
         parameters += t.elements;
-        fmt::print(out, "  {:>4}  {:<{}}  {:<7}  {:<22}  {:>12}\n", i, t.name, name_width, dtype_name(t.type),
+        fmt::print(out, "  {:>4}  {:<{}}  {:<7}  {:<22}  {:>12}\n", i, printable(t.name), name_width, dtype_name(t.type),
                    fmt::format("[{}]", fmt::join(t.dims, ", ")), grouped(t.data.size()));
     }
 

@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "engine/core/error.h"
+#include "engine/core/printable.h"
 #include "formats/io/mapped_file.h"
 
 namespace kiln {
@@ -99,7 +100,8 @@ private:
 
     void check_count(uint64_t count, uint64_t min_each, std::string_view what) const {
         if (count > remaining() / min_each)
-            error_at(pos_, "the file claims {} {}, which cannot fit in the {} bytes that remain", count, what,
+            error_at(pos_, "the file claims {} {}, which cannot fit in the {} bytes that remain "
+                     "(a truncated file or a corrupt count)", count, what,
                      remaining());
     }
 
@@ -162,10 +164,10 @@ private:
         for (uint64_t i = 0; i < count; ++i) {
             const uint64_t start = pos_;
             std::string key = read_string(fmt::format("the key of metadata entry {}", i));
-            const std::string what = fmt::format("metadata key '{}'", key);
+            const std::string what = fmt::format("metadata key '{}'", printable(key));
             const GgufType type = read_type(what);
             GgufValue value = read_value(type, what, 0);
-            if (!seen.insert(key).second) error_at(start, "metadata key '{}' appears twice", key);
+            if (!seen.insert(key).second) error_at(start, "metadata key '{}' appears twice", printable(key));
             file_.metadata_.push_back({std::move(key), std::move(value)});
         }
         // Index only after the vector stops growing: the index holds views of its keys.
@@ -189,7 +191,7 @@ private:
             const uint64_t start = pos_;
             GgufTensor t;
             t.name = read_string(fmt::format("the name of tensor {}", i));
-            const std::string what = fmt::format("tensor '{}'", t.name);
+            const std::string what = fmt::format("tensor '{}'", printable(t.name));
             const uint32_t n_dims = read<uint32_t>(what);
             if (n_dims > kGgufMaxDims) error_at(start, "{} has {} dimensions (at most {})", what, n_dims, kGgufMaxDims);
             t.dims.resize(n_dims);
@@ -216,7 +218,7 @@ private:
         }
         for (size_t i = 0; i < file_.tensors_.size(); ++i) {
             if (!file_.tensor_index_.emplace(file_.tensors_[i].name, i).second)
-                error("tensor '{}' appears twice", file_.tensors_[i].name);
+                error("tensor '{}' appears twice", printable(file_.tensors_[i].name));
         }
     }
 
@@ -236,7 +238,7 @@ private:
             const uint64_t size = *checked_bytes(t.type, t.elements);
             if (t.offset > data_size || size > data_size - t.offset)
                 error("tensor '{}' ({} bytes at data offset {}) ends past the end of the file ({} bytes of data)",
-                      t.name, size, t.offset, data_size);
+                      printable(t.name), size, t.offset, data_size);
             t.data = bytes_.subspan(padded + t.offset, size);
             by_offset.push_back(&t);
         }
@@ -245,7 +247,8 @@ private:
         for (size_t i = 1; i < by_offset.size(); ++i) {
             const GgufTensor& prev = *by_offset[i - 1];
             if (prev.offset + prev.data.size() > by_offset[i]->offset)
-                error("tensors '{}' and '{}' overlap in the data section", prev.name, by_offset[i]->name);
+                error("tensors '{}' and '{}' overlap in the data section", printable(prev.name),
+                      printable(by_offset[i]->name));
         }
     }
 };
@@ -260,7 +263,7 @@ GgufFile GgufFile::open(const std::filesystem::path& path) {
 GgufFile GgufFile::parse(std::span<const std::byte> bytes, std::string name) {
     GgufFile file;
     file.bytes_ = bytes;
-    file.name_ = std::move(name);
+    file.name_ = printable(name);  // it appears in every error message
     GgufParser(file).parse();
     return file;
 }
@@ -277,28 +280,28 @@ const GgufTensor* GgufFile::find_tensor(std::string_view name) const noexcept {
 
 std::string GgufFile::get_string(std::string_view key) const {
     const GgufValue* v = find(key);
-    if (v == nullptr) fail("gguf", "{}: metadata key '{}' is missing", name_, key);
+    if (v == nullptr) fail("gguf", "{}: metadata key '{}' is missing", name_, printable(key));
     if (const std::string* s = v->as_string()) return *s;
     fail("gguf", "{}: metadata key '{}' has type {} (expected str)", name_, key, gguf_type_name(v->type()));
 }
 
 int64_t GgufFile::get_int(std::string_view key) const {
     const GgufValue* v = find(key);
-    if (v == nullptr) fail("gguf", "{}: metadata key '{}' is missing", name_, key);
+    if (v == nullptr) fail("gguf", "{}: metadata key '{}' is missing", name_, printable(key));
     if (auto i = v->as_int()) return *i;
     fail("gguf", "{}: metadata key '{}' has type {} (expected an integer)", name_, key, gguf_type_name(v->type()));
 }
 
 double GgufFile::get_number(std::string_view key) const {
     const GgufValue* v = find(key);
-    if (v == nullptr) fail("gguf", "{}: metadata key '{}' is missing", name_, key);
+    if (v == nullptr) fail("gguf", "{}: metadata key '{}' is missing", name_, printable(key));
     if (auto d = v->as_number()) return *d;
     fail("gguf", "{}: metadata key '{}' has type {} (expected a number)", name_, key, gguf_type_name(v->type()));
 }
 
 const GgufTensor& GgufFile::get_tensor(std::string_view name) const {
     if (const GgufTensor* t = find_tensor(name)) return *t;
-    fail("gguf", "{}: tensor '{}' is missing", name_, name);
+    fail("gguf", "{}: tensor '{}' is missing", name_, printable(name));
 }
 
 }  // namespace kiln

@@ -39,14 +39,16 @@ struct ByteWriter {
     Bytes bytes;
     template <typename T>
     ByteWriter& put(T value) {
-        const auto* p = reinterpret_cast<const std::byte*>(&value);
-        bytes.insert(bytes.end(), p, p + sizeof(T));
+        const size_t at = bytes.size();
+        bytes.resize(at + sizeof(T));
+        std::memcpy(bytes.data() + at, &value, sizeof(T));
         return *this;
     }
     ByteWriter& str(std::string_view s) {
         put<uint64_t>(s.size());
-        const auto* p = reinterpret_cast<const std::byte*>(s.data());
-        bytes.insert(bytes.end(), p, p + s.size());
+        const size_t at = bytes.size();
+        bytes.resize(at + s.size());
+        if (!s.empty()) std::memcpy(bytes.data() + at, s.data(), s.size());
         return *this;
     }
 };
