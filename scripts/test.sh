@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Runs kiln's whole test suite: installs what is missing, builds, runs CTest.
+#   bash scripts/test.sh              Release build in build/
+#   bash scripts/test.sh --sanitize   the same tests under ASan+UBSan in build-asan/
+# Exits non-zero when any test fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+if [ "${1:-}" = "--sanitize" ]; then
+  dir=build-asan
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_SANITIZE=address,undefined >/dev/null
+  export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+else
+  dir=build
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release >/dev/null
+fi
+cmake --build "$dir" -j"$(nproc)"
+ctest --test-dir "$dir" --output-on-failure -j"$(nproc)" --label-exclude long
