@@ -2,11 +2,18 @@
 # Runs kiln's whole test suite: installs what is missing, builds, runs CTest.
 #   bash scripts/test.sh              Release build in build/
 #   bash scripts/test.sh --sanitize   the same tests under ASan+UBSan in build-asan/
+#   bash scripts/test.sh --tsan       the multithreaded tests under TSan in build-tsan/
 # Exits non-zero when any test fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
-if [ "${1:-}" = "--sanitize" ]; then
+if [ "${1:-}" = "--tsan" ]; then
+  cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_SANITIZE=thread >/dev/null
+  cmake --build build-tsan -j"$(nproc)" --target kiln-tests
+  # Tests tagged [threads] run work on the pool; TSan checks every access they make.
+  TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/kiln-tests "[thread_pool],[threads]"
+  exit 0
+elif [ "${1:-}" = "--sanitize" ]; then
   dir=build-asan
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_SANITIZE=address,undefined >/dev/null
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1

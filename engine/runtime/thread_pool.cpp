@@ -1,0 +1,114 @@
+#include "engine/runtime/thread_pool.h"
+
+#include <fstream>
+#include <set>
+#include <string>
+#include <utility>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define KILN_CPU_RELAX() _mm_pause()
+#else
+#define KILN_CPU_RELAX() std::this_thread::yield()
+#endif
+
+namespace kiln {
+
+namespace {
+// About 20-50 µs of pause instructions: longer than any barrier inside a graph
+// run on an idle machine, short enough that idle workers soon stop burning a core.
+constexpr int kSpinIterations = 1 << 14;
+}  // namespace
+
+ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
+    workers_.reserve(static_cast<size_t>(n_threads_ - 1));
+    for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker(i); });
+}
+
+ThreadPool::~ThreadPool() {
+    stop_.store(true, std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_release);
+    generation_.notify_all();
+    for (std::thread& t : workers_) t.join();
+}
+
+void ThreadPool::wait_until_changed(std::atomic<uint64_t>& word, uint64_t seen) noexcept {
+    for (int i = 0; i < kSpinIterations; ++i) {
+        if (word.load(std::memory_order_acquire) != seen) return;
+        KILN_CPU_RELAX();
+    }
+    while (word.load(std::memory_order_acquire) == seen) word.wait(seen, std::memory_order_acquire);
+}
+
+void ThreadPool::worker(int ith) {
+    uint64_t seen = 0;
+    for (;;) {
+        wait_until_changed(generation_, seen);
+        seen = generation_.load(std::memory_order_acquire);
+        if (stop_.load(std::memory_order_relaxed)) return;
+        try {
+            (*task_)(ith, n_threads_);
+        } catch (...) {
+            if (!has_error_.exchange(true)) error_ = std::current_exception();
+        }
+        // The last worker to finish wakes the caller if it went to sleep.
+        if (finished_.fetch_add(1, std::memory_order_acq_rel) + 1 == n_threads_ - 1) {
+            done_generation_.fetch_add(1, std::memory_order_release);
+            done_generation_.notify_one();
+        }
+    }
+}
+
+void ThreadPool::run(const std::function<void(int, int)>& fn) {
+    if (n_threads_ == 1) {
+        fn(0, 1);
+        return;
+    }
+    task_ = &fn;
+    finished_.store(0, std::memory_order_relaxed);
+    has_error_.store(false, std::memory_order_relaxed);
+    error_ = nullptr;
+    const uint64_t done_before = done_generation_.load(std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_release);
+    generation_.notify_all();
+
+    std::exception_ptr own_error;
+    try {
+        fn(0, n_threads_);
+    } catch (...) {
+        own_error = std::current_exception();
+    }
+    wait_until_changed(done_generation_, done_before);
+    task_ = nullptr;
+    if (own_error) std::rethrow_exception(own_error);
+    if (has_error_.load(std::memory_order_acquire)) std::rethrow_exception(error_);
+}
+
+void ThreadPool::barrier() noexcept {
+    if (n_threads_ == 1) return;
+    const uint64_t phase = barrier_phase_.load(std::memory_order_acquire);
+    if (barrier_count_.fetch_add(1, std::memory_order_acq_rel) + 1 == n_threads_) {
+        // Reset before releasing the others: they can only arrive again after seeing the new phase.
+        barrier_count_.store(0, std::memory_order_relaxed);
+        barrier_phase_.fetch_add(1, std::memory_order_release);
+        barrier_phase_.notify_all();
+    } else {
+        wait_until_changed(barrier_phase_, phase);
+    }
+}
+
+int ThreadPool::physical_cores() noexcept {
+    // Count distinct (package, core) pairs; SMT siblings share one.
+    std::set<std::pair<std::string, std::string>> cores;
+    const unsigned logical = std::thread::hardware_concurrency();
+    for (unsigned cpu = 0; cpu < logical; ++cpu) {
+        const std::string base = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/";
+        std::ifstream package(base + "physical_package_id"), core(base + "core_id");
+        std::string p, c;
+        if (!(package >> p) || !(core >> c)) return logical > 0 ? static_cast<int>(logical) : 1;
+        cores.emplace(p, c);
+    }
+    return cores.empty() ? 1 : static_cast<int>(cores.size());
+}
+
+}  // namespace kiln

@@ -1,0 +1,68 @@
+#pragma once
+// A persistent pool of worker threads. run(fn) calls fn(ith, nth) once on each
+// of the nth threads (the caller is thread 0) and returns when all are done.
+// Inside fn, barrier() waits until all nth threads reach it: the executor runs
+// a whole graph in one run() with a barrier between nodes.
+//
+// Waiting is a spin (a decode step has hundreds of barriers and a spinning
+// barrier costs well under a microsecond) that falls back to sleeping on a
+// futex (std::atomic::wait) when nothing arrives for a while: between runs
+// the workers sleep and cost nothing.
+#include <algorithm>
+#include <atomic>
+#include <exception>
+#include <cstdint>
+#include <functional>
+#include <thread>
+#include <vector>
+
+namespace kiln {
+
+class ThreadPool {
+public:
+    // n_threads >= 1; n_threads - 1 workers are started.
+    explicit ThreadPool(int n_threads);
+    ~ThreadPool();
+    ThreadPool(const ThreadPool&) = delete;
+    ThreadPool& operator=(const ThreadPool&) = delete;
+
+    int size() const noexcept { return n_threads_; }
+
+    // Runs fn(ith, nth) on every thread and waits for all. Not reentrant. If fn
+    // throws on any thread, the first exception is rethrown here after all
+    // threads have finished (fn must not throw between barriers it shares).
+    void run(const std::function<void(int ith, int nth)>& fn);
+
+    // Blocks until every thread of the current run() has called barrier() as
+    // many times as this one. Memory written before the barrier is visible after it.
+    void barrier() noexcept;
+
+    // Physical cores of this machine (logical CPUs when that cannot be told).
+    static int physical_cores() noexcept;
+
+private:
+    void worker(int ith);
+    void wait_until_changed(std::atomic<uint64_t>& word, uint64_t seen) noexcept;
+
+    int n_threads_;
+    std::vector<std::thread> workers_;
+    const std::function<void(int, int)>* task_ = nullptr;
+
+    alignas(64) std::atomic<uint64_t> generation_{0};    // bumped to start a run
+    alignas(64) std::atomic<int> finished_{0};           // workers done with the current run
+    alignas(64) std::atomic<uint64_t> done_generation_{0};  // bumped when the last worker finishes
+    alignas(64) std::atomic<int> barrier_count_{0};
+    alignas(64) std::atomic<uint64_t> barrier_phase_{0};
+    std::atomic<bool> stop_{false};
+    std::exception_ptr error_;
+    std::atomic<bool> has_error_{false};
+};
+
+// Splits [0, n) into nth near-equal contiguous chunks; returns chunk ith as [begin, end).
+inline std::pair<int64_t, int64_t> split_range(int64_t n, int ith, int nth) noexcept {
+    const int64_t base = n / nth, extra = n % nth;
+    const int64_t begin = ith * base + std::min<int64_t>(ith, extra);
+    return {begin, begin + base + (ith < extra ? 1 : 0)};
+}
+
+}  // namespace kiln

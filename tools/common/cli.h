@@ -1,0 +1,89 @@
+#pragma once
+// What every kiln command-line program shares: flag parsing with clear errors,
+// and one way to turn failures into one line on stderr and an exit status
+// (1 for errors, 2 for usage errors).
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <exception>
+#include <functional>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "engine/core/error.h"
+
+namespace kiln::cli {
+
+class UsageError : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+template <typename... Args>
+[[noreturn]] void usage_error(fmt::format_string<Args...> format, Args&&... args) {
+    throw UsageError(fmt::format(format, std::forward<Args>(args)...));
+}
+
+// Runs a tool's body; every failure becomes "<tool>: <message>" on stderr.
+inline int run_tool(std::string_view tool, const std::function<int()>& body) {
+    try {
+        return body();
+    } catch (const UsageError& e) {
+        fmt::print(stderr, "{}: {} (try --help)\n", tool, e.what());
+        return 2;
+    } catch (const kiln::Error& e) {
+        fmt::print(stderr, "{}: {}\n", tool, e.what());
+        return 1;
+    } catch (const std::bad_alloc&) {
+        fmt::print(stderr, "{}: out of memory\n", tool);
+        return 1;
+    } catch (const std::exception& e) {
+        fmt::print(stderr, "{}: unexpected error: {}\n", tool, e.what());
+        return 1;
+    }
+}
+
+// Walks argv; flags take their value from the next argument.
+class Args {
+public:
+    Args(int argc, char** argv) : argc_(argc), argv_(argv) {}
+    bool done() const { return index_ >= argc_; }
+    std::string_view next() { return argv_[index_++]; }
+    std::string_view value(std::string_view flag) {
+        if (done()) usage_error("{} needs a value", flag);
+        return next();
+    }
+
+private:
+    int argc_;
+    char** argv_;
+    int index_ = 1;
+};
+
+inline int64_t parse_int(std::string_view flag, std::string_view text, int64_t min,
+                         int64_t max = std::numeric_limits<int64_t>::max()) {
+    int64_t value = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc() || end != text.data() + text.size())
+        usage_error("{} expects an integer, got '{}'", flag, text);
+    if (value < min || value > max) {
+        if (max == std::numeric_limits<int64_t>::max()) usage_error("{} must be at least {}, got {}", flag, min, value);
+        usage_error("{} must be between {} and {}, got {}", flag, min, max, value);
+    }
+    return value;
+}
+
+inline double parse_float(std::string_view flag, std::string_view text, double min, double max) {
+    double value = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc() || end != text.data() + text.size() || !std::isfinite(value))
+        usage_error("{} expects a number, got '{}'", flag, text);
+    if (value < min || value > max) usage_error("{} must be between {} and {}, got {}", flag, min, max, value);
+    return value;
+}
+
+}  // namespace kiln::cli
