@@ -1,0 +1,148 @@
+#pragma once
+// The static computation graph. A model builds one Graph per input shape
+// (number of tokens): ops append nodes, each shape-checked as it is made; plan()
+// assigns every intermediate a place in one arena by lifetime; the Executor then
+// runs the nodes in order, as many times as needed (decode steps reuse a graph).
+//
+// Tensors follow ggml's conventions: ne[0] is the fastest-varying dimension (a
+// row), rows are contiguous, and a matrix with ne = {k, n} is n rows of k.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "engine/core/dtype.h"
+
+namespace kiln {
+
+using NodeId = int32_t;
+inline constexpr NodeId kNoNode = -1;
+inline constexpr size_t kMaxSources = 5;
+using Sources = std::array<NodeId, kMaxSources>;
+
+struct Shape {
+    std::array<int64_t, 4> ne{1, 1, 1, 1};
+    int rank = 1;
+
+    static Shape of(std::initializer_list<int64_t> dims);
+    int64_t elements() const noexcept { return ne[0] * ne[1] * ne[2] * ne[3]; }
+    int64_t rows() const noexcept { return ne[1] * ne[2] * ne[3]; }
+    bool operator==(const Shape& o) const noexcept { return ne == o.ne; }
+    std::string str() const;  // "[64, 5]"
+};
+
+enum class OpKind : uint8_t {
+    // leaves: data supplied from outside the arena
+    Input,      // bound before each run (token ids, positions, masks)
+    Weight,     // model weights (read-only, usually inside the file mapping)
+    State,      // persistent mutable buffers, e.g. the KV cache
+    // computations
+    GetRows,
+    TakeRows,
+    Add,
+    Mul,
+    Scale,
+    Relu,
+    Silu,
+    GeluTanh,
+    SwiGlu,
+    RmsNorm,
+    LayerNorm,
+    Softmax,
+    PrepareActivations,
+    MatMul,
+    Rope,
+    StoreKV,
+    Attention,
+    Count,
+};
+
+struct NoParams {};
+struct NormParams {
+    float eps;
+};
+struct ScaleParams {
+    float factor;
+};
+struct RowsParams {
+    int64_t first;  // TakeRows: rows [first, first + count) of the source
+};
+struct RopeParams {
+    int64_t n_heads, head_dim, n_rot;
+    float freq_base;
+};
+struct AttentionParams {
+    int64_t n_heads, n_kv_heads, head_dim;
+    float scale;
+};
+using OpParams = std::variant<NoParams, NormParams, ScaleParams, RowsParams, RopeParams, AttentionParams>;
+
+struct Node {
+    OpKind op = OpKind::Input;
+    DType type = DType::F32;
+    Shape shape;
+    Sources src{kNoNode, kNoNode, kNoNode, kNoNode, kNoNode};
+    OpParams params;
+    std::string name;
+    bool output = false;     // kept alive to the end of the run: never overlapped
+    std::byte* data = nullptr;
+    size_t bytes = 0;        // size of the data
+    size_t row_bytes = 0;    // bytes from one row to the next
+
+    bool is_leaf() const noexcept { return op == OpKind::Input || op == OpKind::Weight || op == OpKind::State; }
+    template <typename P>
+    const P& param() const { return std::get<P>(params); }
+    template <typename T = float>
+    T* row(int64_t r) const noexcept {
+        return reinterpret_cast<T*>(data + static_cast<size_t>(r) * row_bytes);
+    }
+};
+
+class Graph {
+public:
+    Graph() = default;
+    Graph(Graph&&) noexcept = default;
+    Graph& operator=(Graph&&) noexcept = default;
+
+    // Leaves. Inputs get their own buffer from the graph (fill it before run);
+    // weights and states point at memory owned elsewhere.
+    NodeId input(std::string name, DType type, Shape shape);
+    NodeId weight(std::string name, DType type, Shape shape, const void* data);
+    NodeId state(std::string name, DType type, Shape shape, void* data);
+
+    // Appends a computed node; ops call this after checking shapes.
+    // Unused source slots are kNoNode.
+    NodeId add(OpKind op, DType type, Shape shape, std::initializer_list<NodeId> src, OpParams params = NoParams{});
+
+    void mark_output(NodeId id) { nodes_.at(static_cast<size_t>(id)).output = true; }
+
+    const Node& node(NodeId id) const { return nodes_.at(static_cast<size_t>(id)); }
+    Node& node(NodeId id) { return nodes_.at(static_cast<size_t>(id)); }
+    const std::vector<Node>& nodes() const noexcept { return nodes_; }
+    size_t size() const noexcept { return nodes_.size(); }
+
+    // Places intermediates in one arena by lifetime: a buffer is reused only
+    // once every node that reads it has run. Outputs and leaves are never reused.
+    void plan();
+    bool planned() const noexcept { return planned_; }
+    size_t arena_bytes() const noexcept { return arena_bytes_; }
+    // What the arena would need without reuse (for reporting the planner's gain).
+    size_t unplanned_bytes() const noexcept;
+
+private:
+    std::vector<Node> nodes_;
+    std::vector<std::unique_ptr<std::byte[]>> input_buffers_;
+    std::unique_ptr<std::byte[], void (*)(std::byte*)> arena_{nullptr, [](std::byte*) {}};
+    size_t arena_bytes_ = 0;
+    bool planned_ = false;
+};
+
+// Bytes of one row of ne0 elements of `type`; throws when ne0 is not a whole number of blocks.
+size_t row_bytes_of(DType type, int64_t ne0);
+
+const char* op_name(OpKind op) noexcept;
+
+}  // namespace kiln

@@ -1,0 +1,21 @@
+#pragma once
+// Scaled dot-product attention of one query head over cached keys and values.
+#include <cstddef>
+#include <cstdint>
+
+namespace kiln::kernels {
+
+// out[d] = Σ_j p_j v_j[d] with p = softmax_j(scale · q·k_j) over the kv positions
+// j in [0, kv_len) for which kv_valid[j] != 0 (kv_valid may be null: all valid).
+// Causal masking is the caller's choice of kv_len. Key j starts at k + j*k_stride,
+// value j at v + j*v_stride (strides in floats). When no position is valid the
+// output is all zeros, never NaN. scratch holds at least kv_len floats.
+void attend(const float* q, const float* k, size_t k_stride, const float* v, size_t v_stride, int64_t kv_len,
+            int64_t head_dim, float scale, const uint8_t* kv_valid, float* out, float* scratch) noexcept;
+
+namespace ref {
+void attend(const float* q, const float* k, size_t k_stride, const float* v, size_t v_stride, int64_t kv_len,
+            int64_t head_dim, float scale, const uint8_t* kv_valid, float* out, float* scratch) noexcept;
+}  // namespace ref
+
+}  // namespace kiln::kernels

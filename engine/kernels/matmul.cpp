@@ -1,0 +1,130 @@
+// What matmul needs to know about types, the registry of kernel sets and the
+// one-time choice among them (KILN_KERNELS), and the per-thread scratch memory.
+#include "engine/kernels/matmul.h"
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <new>
+
+#include "engine/kernels/matmul_impl.h"
+
+namespace kiln::kernels {
+
+DType vec_dot_type(DType weight_type) noexcept {
+    // Quantized weights meet int8 activations so the inner loop is an integer
+    // dot product; float weights keep float activations (no precision lost).
+    switch (weight_type) {
+        case DType::Q8_0:
+        case DType::Q4_0: return DType::Q8_0;
+        default: return DType::F32;
+    }
+}
+
+size_t prepared_row_bytes(DType weight_type, int64_t k) noexcept {
+    const DType t = vec_dot_type(weight_type);
+    const TypeTraits& traits = type_traits(t);
+    return static_cast<size_t>(k / traits.block_size) * traits.block_bytes;
+}
+
+bool matmul_supports(DType weight_type) noexcept {
+    switch (weight_type) {
+        case DType::F32:
+        case DType::F16:
+        case DType::BF16:
+        case DType::Q8_0:
+        case DType::Q4_0: return true;
+        default: return false;
+    }
+}
+
+namespace {
+
+struct Registry {
+    std::array<const MatmulKernels*, 3> sets{};
+    size_t count = 0;
+};
+
+// Built once: the sets this binary has and this CPU runs, best first.
+const Registry& registry() noexcept {
+    static const Registry r = [] {
+        Registry out;
+        for (const MatmulKernels* set : {detail::avx512_vnni_matmul_kernels(), detail::avx2_matmul_kernels(),
+                                         &scalar_matmul_kernels()})
+            if (set != nullptr) out.sets[out.count++] = set;
+        return out;
+    }();
+    return r;
+}
+
+bool same_name(std::string_view a, std::string_view b) noexcept {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i) {
+        const auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
+        if (lower(a[i]) != lower(b[i])) return false;
+    }
+    return true;
+}
+
+}  // namespace
+
+std::span<const MatmulKernels* const> available_matmul_kernels() noexcept {
+    const Registry& r = registry();
+    return {r.sets.data(), r.count};
+}
+
+const MatmulKernels& active_matmul_kernels() noexcept {
+    // Chosen once: kernels are picked per process, never per call.
+    static const MatmulKernels& active = [] () -> const MatmulKernels& {
+        const char* requested = std::getenv("KILN_KERNELS");
+        bool matched = false;
+        const MatmulKernels& set = detail::select_matmul_kernels(requested, &matched);
+        if (requested != nullptr && *requested != '\0' && !matched) {
+            // A typo must not silently benchmark the wrong kernels.
+            std::fprintf(stderr, "[kernels] KILN_KERNELS=%s names no available kernel set; using %.*s\n", requested,
+                         static_cast<int>(set.name.size()), set.name.data());
+        }
+        return set;
+    }();
+    return active;
+}
+
+namespace detail {
+
+const MatmulKernels& select_matmul_kernels(const char* requested, bool* matched) noexcept {
+    const auto sets = available_matmul_kernels();
+    if (matched != nullptr) *matched = false;
+    if (requested != nullptr && *requested != '\0') {
+        for (const MatmulKernels* set : sets) {
+            if (same_name(set->name, requested)) {
+                if (matched != nullptr) *matched = true;
+                return *set;
+            }
+        }
+    }
+    return *sets.front();
+}
+
+std::byte* thread_scratch(size_t bytes) noexcept {
+    struct AlignedFree {
+        void operator()(std::byte* p) const noexcept { ::operator delete[](p, std::align_val_t{64}); }
+    };
+    thread_local std::unique_ptr<std::byte[], AlignedFree> buffer;
+    thread_local size_t capacity = 0;
+    if (bytes == 0) bytes = 64;  // a valid pointer even for empty operands
+    if (bytes > capacity) {
+        // Grow geometrically so a sequence of slightly larger shapes allocates rarely.
+        const size_t want = round_up(bytes > capacity * 2 ? bytes : capacity * 2, 4096);
+        buffer.reset();
+        capacity = 0;
+        auto* p = static_cast<std::byte*>(::operator new[](want, std::align_val_t{64}, std::nothrow));
+        if (p == nullptr) return nullptr;
+        buffer.reset(p);
+        capacity = want;
+    }
+    return buffer.get();
+}
+
+}  // namespace detail
+}  // namespace kiln::kernels

@@ -1,0 +1,51 @@
+#pragma once
+// Matrix products with weights in any computable storage type and float
+// activations. Weights are stored as ggml stores them: row r of W holds the k
+// inputs of output r, so out = X · Wᵀ.
+//
+// Activations are first "prepared" once per matmul into the format the weight
+// type's dot product consumes (vec_dot_type): float stays float for F32/F16/BF16
+// weights; for Q8_0/Q4_0 weights each activation row is quantized to Q8_0 and
+// the dot products run on int8 blocks. Several kernel sets exist (scalar
+// reference, AVX2, AVX-512 VNNI); one is chosen at start-up for this CPU.
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "engine/core/dtype.h"
+
+namespace kiln::kernels {
+
+// The activation type a weight type's dot product consumes (F32 or Q8_0).
+DType vec_dot_type(DType weight_type) noexcept;
+// Bytes of one prepared activation row of k elements for this weight type.
+size_t prepared_row_bytes(DType weight_type, int64_t k) noexcept;
+
+struct MatmulKernels {
+    std::string_view name;  // "scalar", "avx2", "avx512-vnni", ...
+
+    // Converts one row of k floats into vec_dot_type(weight_type) (a plain copy
+    // for float weights, Q8_0 quantization for quantized ones). k must be a
+    // multiple of the weight type's block size.
+    void (*prepare_row)(DType weight_type, const float* x, int64_t k, void* out);
+
+    // out[t * out_stride + r] = dot(W row r, X row t) for r in [r0, r1) and
+    // t in [0, n_tokens). W rows are w_stride bytes apart, prepared X rows are
+    // x_stride bytes apart. Thread-safe for disjoint row ranges.
+    void (*matmul)(DType weight_type, int64_t k, const void* w, size_t w_stride, int64_t r0, int64_t r1,
+                   const void* x, size_t x_stride, int64_t n_tokens, float* out, int64_t out_stride);
+};
+
+// Whether kiln can multiply with weights of this type (F32, F16, BF16, Q8_0, Q4_0).
+bool matmul_supports(DType weight_type) noexcept;
+
+// The plain scalar reference set (always available).
+const MatmulKernels& scalar_matmul_kernels() noexcept;
+// Every set this binary has and this CPU can run, best first (the scalar set last).
+std::span<const MatmulKernels* const> available_matmul_kernels() noexcept;
+// The set in use: the best available, or the one named by the environment
+// variable KILN_KERNELS (e.g. KILN_KERNELS=scalar) when it names an available set.
+const MatmulKernels& active_matmul_kernels() noexcept;
+
+}  // namespace kiln::kernels

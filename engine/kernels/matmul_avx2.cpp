@@ -1,0 +1,302 @@
+// The "avx2" kernel set: 256-bit vectors with FMA, F16C conversions for F16
+// weights and shifts for BF16, and `vpmaddubsw` int8 dot products for Q8_0/Q4_0.
+// Compiled when the build targets AVX2 + FMA + F16C, offered when the CPU has them.
+//
+// The float kernels are the shared xsimd templates (matmul_float_simd.h) with
+// the AVX2 pieces below.
+//
+// The int8 kernel: vpmaddubsw multiplies unsigned by signed bytes and adds
+// adjacent pairs into saturating int16. With |w| as the unsigned side and x
+// carrying w's sign (vpsignb) a pair sums at most 2 * 128 * 127 = 32512, so it
+// never saturates and every block sum is exact (activation codes are in
+// [-127, 127], as the Q8_0 quantizer produces). vpmaddwd by ones widens the
+// pairs to int32, which are converted and scaled by d_w * d_x per block. There
+// is no packing: tiles of rows x tokens reuse each loaded weight block for all
+// tokens of the tile and each activation block for all rows.
+#include "engine/kernels/matmul_impl.h"
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+
+// GCC 12 reports the deliberately undefined registers inside its own AVX-512
+// intrinsics as uninitialized once inlined (GCC bug 105593). The warning is
+// attributed to the header's lines, so it is silenced where the header is read.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+
+#include <array>
+#include <cfloat>
+#include <cstring>
+#include <utility>
+
+#include "engine/kernels/matmul_float_simd.h"
+#include "engine/quant/reference.h"
+
+namespace kiln::kernels::detail {
+
+using Avx2 = xsimd::fma3<xsimd::avx2>;
+
+template <>
+struct FloatArch<Avx2> {
+    using Batch = xsimd::batch<float, Avx2>;
+    // 2 x 6 accumulators + 2 weight vectors + a broadcast: 15 of 16 registers.
+    static constexpr int64_t kTileTokens = 6;
+    static constexpr int64_t kChunk = 256;  // a 16-row panel chunk: 16 KiB
+
+    static Batch fma(Batch a, Batch b, Batch c) noexcept { return _mm256_fmadd_ps(a, b, c); }
+    static Batch load_f16(const std::byte* p) noexcept {
+        return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    }
+    static Batch load_bf16(const std::byte* p) noexcept {
+        const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+    }
+
+    // 8 x 8 transpose in registers: afterwards v[j] holds element j of each row.
+    static void transpose8(__m256 v[8]) noexcept {
+        __m256 t[8], u[8];
+        for (int i = 0; i < 8; i += 2) {
+            t[i] = _mm256_unpacklo_ps(v[i], v[i + 1]);
+            t[i + 1] = _mm256_unpackhi_ps(v[i], v[i + 1]);
+        }
+        for (int g = 0; g < 8; g += 4) {
+            u[g + 0] = _mm256_shuffle_ps(t[g], t[g + 2], 0x44);
+            u[g + 1] = _mm256_shuffle_ps(t[g], t[g + 2], 0xEE);
+            u[g + 2] = _mm256_shuffle_ps(t[g + 1], t[g + 3], 0x44);
+            u[g + 3] = _mm256_shuffle_ps(t[g + 1], t[g + 3], 0xEE);
+        }
+        for (int c = 0; c < 4; ++c) {
+            v[c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x20);
+            v[c + 4] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x31);
+        }
+    }
+
+    template <DType W>
+    static void pack_panel(const std::byte* w, size_t w_stride, int rows, int64_t k0, int64_t kc,
+                           float* panel) noexcept {
+        for (int g = 0; g < 2; ++g) {
+            int64_t kk = 0;
+            for (; kk + 8 <= kc; kk += 8) {
+                __m256 v[8];
+                for (int i = 0; i < 8; ++i) {
+                    const int r = g * 8 + i;
+                    v[i] = r < rows ? __m256(load_weights<Avx2, W>(w + r * w_stride, k0 + kk)) : _mm256_setzero_ps();
+                }
+                transpose8(v);
+                for (int j = 0; j < 8; ++j) _mm256_store_ps(panel + (kk + j) * 16 + g * 8, v[j]);
+            }
+            for (; kk < kc; ++kk)
+                for (int i = 0; i < 8; ++i) {
+                    const int r = g * 8 + i;
+                    panel[kk * 16 + g * 8 + i] = r < rows ? weight_at<W>(w + r * w_stride, k0 + kk) : 0.0f;
+                }
+        }
+    }
+};
+
+namespace {
+
+inline float half_at(const std::byte* p) noexcept {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+}
+
+// roundf's half-away-from-zero rounding; see matmul_avx512.cpp.
+inline __m256 round_half_away(__m256 v) noexcept {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __m256 frac = _mm256_andnot_ps(sign, _mm256_sub_ps(v, t));
+    const __m256 up = _mm256_cmp_ps(frac, _mm256_set1_ps(0.5f), _CMP_GE_OQ);
+    const __m256 one = _mm256_or_ps(_mm256_and_ps(v, sign), _mm256_set1_ps(1.0f));
+    return _mm256_add_ps(t, _mm256_and_ps(up, one));
+}
+
+// One Q8_0 block, byte-identical to quant::q8_0_from_float_ref (same d, id,
+// products and rounding; NaN/inf/denormal-scale blocks take the reference).
+void quantize_block_q8_0(const float* x, std::byte* out) noexcept {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 v[4];
+    __m256 amax = _mm256_setzero_ps();
+    int nan = 0;
+    for (int i = 0; i < 4; ++i) {
+        v[i] = _mm256_loadu_ps(x + 8 * i);
+        amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v[i]));
+        nan |= _mm256_movemask_ps(_mm256_cmp_ps(v[i], v[i], _CMP_UNORD_Q));
+    }
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
+    const float d = _mm_cvtss_f32(m) / 127.0f;
+    if (nan != 0 || !(d == 0.0f || (d >= FLT_MIN && d <= FLT_MAX))) {
+        quant::q8_0_from_float_ref(x, out, 32);
+        return;
+    }
+    const __m256 scale = _mm256_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
+    __m256i q[4];
+    for (int i = 0; i < 4; ++i) q[i] = _mm256_cvtps_epi32(round_half_away(_mm256_mul_ps(v[i], scale)));
+    // Codes are in [-127, 127], so the saturating packs are exact; they
+    // interleave 128-bit lanes, which the final dword permutation undoes.
+    const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+    const __m256i codes = _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    const uint16_t dh = _cvtss_sh(d, 0);
+    std::memcpy(out, &dh, 2);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 2), codes);
+}
+
+void avx2_prepare_row(DType weight_type, const float* x, int64_t k, void* out) noexcept {
+    assert(matmul_supports(weight_type) && k % type_traits(weight_type).block_size == 0);
+    if (vec_dot_type(weight_type) != DType::Q8_0) {
+        std::memcpy(out, x, static_cast<size_t>(k) * sizeof(float));
+        return;
+    }
+    auto* dst = static_cast<std::byte*>(out);
+    for (int64_t b = 0; b < k / 32; ++b) quantize_block_q8_0(x + b * 32, dst + b * 34);
+}
+
+template <DType W>
+constexpr int64_t kBlockBytes = W == DType::Q8_0 ? 34 : 18;
+
+// A weight block's 32 codes as signed bytes in element order.
+template <DType W>
+inline __m256i load_codes(const std::byte* blk) noexcept {
+    if constexpr (W == DType::Q8_0) {
+        return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+    } else {
+        const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
+        const __m128i low4 = _mm_set1_epi8(0x0F);
+        const __m256i nibbles =
+            _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), low4), _mm_and_si128(q, low4));
+        return _mm256_sub_epi8(nibbles, _mm256_set1_epi8(8));
+    }
+}
+
+inline float hsum(__m256 v) noexcept {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+// out[t * out_stride + r] for R weight rows and T tokens. dx holds the tokens'
+// block scales as floats, nb per token.
+template <DType W, int R, int T>
+void quant_tile(int64_t nb, const std::byte* w, size_t w_stride, const std::byte* x, size_t x_stride,
+                const float* dx, float* out, int64_t out_stride) noexcept {
+    constexpr int64_t BB = kBlockBytes<W>;
+    const __m256i ones = _mm256_set1_epi16(1);
+    const std::byte* wr[R];
+    const std::byte* xr[T];
+    for (int r = 0; r < R; ++r) wr[r] = w + r * w_stride;
+    for (int t = 0; t < T; ++t) xr[t] = x + t * x_stride;
+    __m256 acc[R][T];
+    for (int r = 0; r < R; ++r)
+        for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+
+    for (int64_t b = 0; b < nb; ++b) {
+        for (int r = 0; r < R; ++r) {
+            const std::byte* blk = wr[r] + b * BB;
+            const __m256i wv = load_codes<W>(blk);
+            const __m256i aw = _mm256_sign_epi8(wv, wv);
+            const float dw = half_at(blk);
+            for (int t = 0; t < T; ++t) {
+                const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xr[t] + b * 34 + 2));
+                const __m256i pairs = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(xv, wv));
+                const __m256i sums = _mm256_madd_epi16(pairs, ones);
+                acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_set1_ps(dw * dx[t * nb + b]), acc[r][t]);
+            }
+        }
+    }
+    for (int r = 0; r < R; ++r)
+        for (int t = 0; t < T; ++t) out[t * out_stride + r] = hsum(acc[r][t]);
+}
+
+using QuantTileFn = void (*)(int64_t, const std::byte*, size_t, const std::byte*, size_t, const float*, float*,
+                             int64_t) noexcept;
+
+template <DType W, int R, size_t... T>
+constexpr std::array<QuantTileFn, sizeof...(T)> quant_table(std::index_sequence<T...>) noexcept {
+    return {quant_tile<W, R, static_cast<int>(T) + 1>...};
+}
+
+// One token: 4 rows per tile (4 independent accumulators while streaming).
+// Several tokens: 2 rows x 4 tokens (8 accumulators, each weight block used 4
+// times, each activation block twice), which fits the 16 registers.
+template <DType W>
+bool quant_matmul(int64_t k, const std::byte* w, size_t w_stride, int64_t r0, int64_t r1, const std::byte* x,
+                  size_t x_stride, int64_t n_tokens, float* out, int64_t out_stride) noexcept {
+    static constexpr auto kDecode = quant_table<W, 4>(std::make_index_sequence<1>{});
+    static constexpr auto kBatch = quant_table<W, 2>(std::make_index_sequence<4>{});
+    static constexpr auto kOne = quant_table<W, 1>(std::make_index_sequence<4>{});
+    const int64_t nb = k / 32;
+    auto* dx = reinterpret_cast<float*>(thread_scratch(static_cast<size_t>(n_tokens * nb) * sizeof(float)));
+    if (dx == nullptr) return false;
+    for (int64_t t = 0; t < n_tokens; ++t)
+        for (int64_t b = 0; b < nb; ++b) dx[t * nb + b] = half_at(x + t * static_cast<int64_t>(x_stride) + b * 34);
+
+    const int rows_per_tile = n_tokens == 1 ? 4 : 2;
+    const int tokens_per_tile = n_tokens == 1 ? 1 : 4;
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += tokens_per_tile) {
+        const auto nt = static_cast<size_t>(std::min<int64_t>(tokens_per_tile, n_tokens - t0));
+        const std::byte* xt = x + t0 * static_cast<int64_t>(x_stride);
+        const float* dxt = dx + t0 * nb;
+        float* ot = out + t0 * out_stride;
+        const QuantTileFn full = n_tokens == 1 ? kDecode[0] : kBatch[nt - 1];
+        int64_t r = r0;
+        for (; r + rows_per_tile <= r1; r += rows_per_tile)
+            full(nb, w + r * static_cast<int64_t>(w_stride), w_stride, xt, x_stride, dxt, ot + r, out_stride);
+        for (; r < r1; ++r)
+            kOne[nt - 1](nb, w + r * static_cast<int64_t>(w_stride), w_stride, xt, x_stride, dxt, ot + r, out_stride);
+    }
+    return true;
+}
+
+void avx2_matmul(DType type, int64_t k, const void* w, size_t w_stride, int64_t r0, int64_t r1, const void* x,
+                 size_t x_stride, int64_t n_tokens, float* out, int64_t out_stride) noexcept {
+    assert_matmul_args(type, k, r0, r1, n_tokens, out_stride, out);
+    if (r0 == r1 || n_tokens == 0) return;
+    const auto* wb = static_cast<const std::byte*>(w);
+    const auto* xb = static_cast<const std::byte*>(x);
+    bool done = false;
+    switch (type) {
+        case DType::F32:
+            done = float_matmul<Avx2, DType::F32>(k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride);
+            break;
+        case DType::F16:
+            done = float_matmul<Avx2, DType::F16>(k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride);
+            break;
+        case DType::BF16:
+            done = float_matmul<Avx2, DType::BF16>(k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride);
+            break;
+        case DType::Q8_0:
+            done = quant_matmul<DType::Q8_0>(k, wb, w_stride, r0, r1, xb, x_stride, n_tokens, out, out_stride);
+            break;
+        case DType::Q4_0:
+            done = quant_matmul<DType::Q4_0>(k, wb, w_stride, r0, r1, xb, x_stride, n_tokens, out, out_stride);
+            break;
+        default: return;
+    }
+    if (!done) scalar_matmul_kernels().matmul(type, k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride);
+}
+
+constexpr MatmulKernels kAvx2{"avx2", avx2_prepare_row, avx2_matmul};
+
+}  // namespace
+
+const MatmulKernels* avx2_matmul_kernels() noexcept {
+    static const bool supported =
+        __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    return supported ? &kAvx2 : nullptr;
+}
+
+}  // namespace kiln::kernels::detail
+
+#else
+
+namespace kiln::kernels::detail {
+const MatmulKernels* avx2_matmul_kernels() noexcept { return nullptr; }
+}  // namespace kiln::kernels::detail
+
+#endif

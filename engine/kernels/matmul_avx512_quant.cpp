@@ -1,0 +1,391 @@
+// The int8 kernels of the "avx512-vnni" set: Q8_0 and Q4_0 weights against
+// Q8_0-prepared activations, with `vpdpbusd`.
+//
+// vpdpbusd multiplies unsigned bytes by signed bytes, four per 32-bit lane, and
+// adds into the lane. Both operands here are signed, so one side is offset to
+// unsigned by adding 128 (x ^ 0x80 is x + 128 as an unsigned byte) or, for Q4_0
+// codes q in [0, 15] holding w = q - 8, used as is (offset 8); the surplus
+// offset * (sum of the other side's codes) is known per block and is put into
+// the accumulator before the dot product starts. The int32 block sums are
+// therefore exact, as in the scalar set; only the float sum over blocks is
+// ordered differently.
+//
+// Decode (few tokens) streams the weights once, two blocks per 512-bit vector
+// and kDotRows rows at a time; the activation blocks are pre-arranged once per
+// call (codes, per-lane correction, per-lane scale) so the inner loop is a load,
+// an offset, vpdpbusd, a convert and two multiplies per row and pair of blocks.
+// Weight scales are gathered 16 blocks at a time and broadcast per pair with a
+// permute instead of being converted one by one.
+//
+// Prompt processing (many tokens) runs a GEMM with rows in lanes: a panel of 32
+// weight rows is packed per block as eight 4-byte quads x 16 rows (the u8 side)
+// plus the 32 row scales, activations are packed in tiles of kTokens tokens,
+// and the micro-kernel broadcasts one quad of a token's codes (the s8 side)
+// against two packed vectors: each packed weight byte meets every token of the
+// tile, and 2 x kTokens int32 and float accumulators stay in registers.
+#include "engine/kernels/matmul_avx512.h"
+
+#if KILN_HAVE_AVX512_VNNI
+
+// GCC 12 reports the deliberately undefined registers inside its own AVX-512
+// intrinsics as uninitialized once inlined (GCC bug 105593). The warning is
+// attributed to the header's lines, so it is silenced where the header is read.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <cstring>
+#include <utility>
+
+#include "engine/core/half.h"
+
+namespace kiln::kernels::detail {
+namespace {
+
+template <DType W>
+constexpr int64_t kBlockBytes = W == DType::Q8_0 ? 34 : 18;
+constexpr int64_t kXBlockBytes = 34;  // a prepared Q8_0 activation block
+
+inline float half_at(const std::byte* p) noexcept {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+}
+
+// ---------------------------------------------------------------- decode path
+
+constexpr int kDotRows = 4;
+constexpr int kDotTokens = 4;
+// Per token and pair of blocks: codes (64 B), correction (16 x i32), scale (16 x f32).
+constexpr int64_t kPairBytes = 192;
+
+// Arranges one prepared activation row for the decode kernel. The correction
+// cancels the offset the weight side carries: Q8_0 weights are offset by 128
+// (spread over the 8 lanes of a block: 16 per lane), Q4_0 codes by 8 (1 per lane).
+template <DType W>
+void arrange_pairs(const std::byte* x, int64_t nb, std::byte* dst) noexcept {
+    constexpr int32_t kPerLane = W == DType::Q8_0 ? 16 : 1;
+    const __m512i ones = _mm512_set1_epi8(1);
+    for (int64_t j = 0; 2 * j < nb; ++j) {
+        const std::byte* b0 = x + 2 * j * kXBlockBytes;
+        const bool two = 2 * j + 1 < nb;
+        const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b0 + 2));
+        const __m256i hi = two ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b0 + kXBlockBytes + 2))
+                               : _mm256_setzero_si256();
+        const __m512i codes = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+        const __m512i sums4 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, codes);  // sums of 4 codes
+        const int32_t s0 = _mm512_mask_reduce_add_epi32(0x00FF, sums4);
+        const int32_t s1 = _mm512_mask_reduce_add_epi32(0xFF00, sums4);
+        const __m512i corr =
+            _mm512_mask_blend_epi32(0xFF00, _mm512_set1_epi32(-kPerLane * s0), _mm512_set1_epi32(-kPerLane * s1));
+        const __m512 scale = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(half_at(b0)),
+                                                  _mm512_set1_ps(two ? half_at(b0 + kXBlockBytes) : 0.0f));
+        std::byte* d = dst + j * kPairBytes;
+        _mm512_store_si512(d, codes);
+        _mm512_store_si512(d + 64, corr);
+        _mm512_store_ps(d + 128, scale);
+    }
+}
+
+// Two consecutive weight blocks (the second absent when `two` is false) as the
+// u8 operand: codes + 128 for Q8_0, the raw 4-bit codes for Q4_0.
+template <DType W>
+inline __m512i load_weight_pair(const std::byte* p, bool two) noexcept {
+    if constexpr (W == DType::Q8_0) {
+        const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2));
+        const __m256i hi = two ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 36)) : _mm256_setzero_si256();
+        return _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), _mm512_set1_epi8(-128));
+    } else {
+        // Each 16-byte block expands to [low nibbles = elements 0..15, high
+        // nibbles = elements 16..31]: broadcast it into two 128-bit lanes and
+        // shift the second lane's 16-bit words right by 4 before masking.
+        const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2));
+        const __m128i q1 = two ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 20)) : _mm_setzero_si128();
+        const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_broadcastsi128_si256(q0)),
+                                                _mm256_broadcastsi128_si256(q1), 1);
+        const __m512i shifts = _mm512_set_epi64(0x0004000400040004, 0x0004000400040004, 0, 0, 0x0004000400040004,
+                                                0x0004000400040004, 0, 0);
+        return _mm512_and_si512(_mm512_srlv_epi16(both, shifts), _mm512_set1_epi8(0x0F));
+    }
+}
+
+// out[t * out_stride + r] for R weight rows and T tokens; xa holds the arranged
+// activation rows, xa_stride bytes apart.
+template <DType W, int R, int T>
+void quant_dot_tile(int64_t nb, const std::byte* w, size_t w_stride, const std::byte* xa, size_t xa_stride,
+                    float* out, int64_t out_stride) noexcept {
+    constexpr int64_t BB = kBlockBytes<W>;
+    const __m512i scale_offsets = _mm512_mullo_epi32(
+        _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), _mm512_set1_epi32(BB));
+    const __m512i pair_lanes = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+
+    const std::byte* wr[R];
+    for (int r = 0; r < R; ++r) wr[r] = w + r * w_stride;
+    __m512 acc[R][T];
+    for (int r = 0; r < R; ++r)
+        for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+
+    for (int64_t g0 = 0; g0 < nb; g0 += 16) {
+        const int64_t group = std::min<int64_t>(16, nb - g0);
+        const auto mask = static_cast<__mmask16>((1u << group) - 1u);
+        // The fp16 scales of 16 blocks: a 4-byte gather at each block start
+        // (scale + first two codes, always inside the block), low halves kept.
+        __m512 dw[R];
+        for (int r = 0; r < R; ++r) {
+            const __m512i raw =
+                _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), mask, scale_offsets, wr[r] + g0 * BB, 1);
+            dw[r] = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(raw));
+        }
+        for (int64_t j = 0; 2 * j < group; ++j) {
+            const int64_t b = g0 + 2 * j;
+            const bool two = b + 1 < nb;
+            const __m512i lanes = _mm512_add_epi32(pair_lanes, _mm512_set1_epi32(static_cast<int>(2 * j)));
+            const std::byte* xp = xa + (b / 2) * kPairBytes;
+            for (int r = 0; r < R; ++r) {
+                const __m512i wv = load_weight_pair<W>(wr[r] + b * BB, two);
+                const __m512 sw = _mm512_permutexvar_ps(lanes, dw[r]);
+                for (int t = 0; t < T; ++t) {
+                    const std::byte* xt = xp + t * xa_stride;
+                    const __m512i p = _mm512_dpbusd_epi32(_mm512_load_si512(xt + 64), wv, _mm512_load_si512(xt));
+                    const __m512 g = _mm512_mul_ps(_mm512_cvtepi32_ps(p), _mm512_load_ps(xt + 128));
+                    acc[r][t] = _mm512_fmadd_ps(g, sw, acc[r][t]);
+                }
+            }
+        }
+    }
+    for (int r = 0; r < R; ++r)
+        for (int t = 0; t < T; ++t) out[t * out_stride + r] = _mm512_reduce_add_ps(acc[r][t]);
+}
+
+using DotTileFn = void (*)(int64_t, const std::byte*, size_t, const std::byte*, size_t, float*, int64_t) noexcept;
+
+template <DType W, int R, size_t... T>
+constexpr std::array<DotTileFn, sizeof...(T)> dot_table(std::index_sequence<T...>) noexcept {
+    return {quant_dot_tile<W, R, static_cast<int>(T) + 1>...};
+}
+
+template <DType W>
+bool quant_matmul_dot(int64_t k, const std::byte* w, size_t w_stride, int64_t r0, int64_t r1, const std::byte* x,
+                      size_t x_stride, int64_t n_tokens, float* out, int64_t out_stride) noexcept {
+    static constexpr auto kFull = dot_table<W, kDotRows>(std::make_index_sequence<kDotTokens>{});
+    static constexpr auto kOne = dot_table<W, 1>(std::make_index_sequence<kDotTokens>{});
+    const int64_t nb = k / 32;
+    const auto row_bytes = static_cast<size_t>((nb + 1) / 2 * kPairBytes);
+    std::byte* xa = thread_scratch(static_cast<size_t>(n_tokens) * row_bytes);
+    if (xa == nullptr) return false;
+    for (int64_t t = 0; t < n_tokens; ++t)
+        arrange_pairs<W>(x + t * static_cast<int64_t>(x_stride), nb, xa + t * static_cast<int64_t>(row_bytes));
+
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += kDotTokens) {
+        const auto nt = static_cast<size_t>(std::min<int64_t>(kDotTokens, n_tokens - t0));
+        const std::byte* xt = xa + t0 * static_cast<int64_t>(row_bytes);
+        float* ot = out + t0 * out_stride;
+        int64_t r = r0;
+        for (; r + kDotRows <= r1; r += kDotRows)
+            kFull[nt - 1](nb, w + r * static_cast<int64_t>(w_stride), w_stride, xt, row_bytes, ot + r, out_stride);
+        for (; r < r1; ++r)
+            kOne[nt - 1](nb, w + r * static_cast<int64_t>(w_stride), w_stride, xt, row_bytes, ot + r, out_stride);
+    }
+    return true;
+}
+
+// ------------------------------------------------------------------ GEMM path
+
+constexpr int kTokens = 6;          // tokens per micro-kernel tile: 2 x 6 int32 + 2 x 6 float accumulators
+constexpr int64_t kPanelRows = 32;  // two 16-lane vectors of rows
+constexpr int64_t kChunkBlocks = 32;
+// Per block of a packed panel: 8 quads x 2 vectors x 64 B of u8 codes, then 2 x 16 f32 scales.
+constexpr int64_t kPanelBlockBytes = 8 * 128 + 128;
+// Per block of a packed token tile: kTokens x 32 codes, kTokens f32 scales, kTokens i32 corrections.
+constexpr int64_t kTileCodes = 0, kTileScales = kTokens * 32, kTileCorr = kTileScales + kTokens * 4;
+constexpr int64_t kTileBlockBytes = 256;
+static_assert(kTileCorr + kTokens * 4 <= kTileBlockBytes);
+
+// Token tiles: for each tile of kTokens tokens and each block, the tokens'
+// codes (the s8 side, used raw), scales, and -128 x (sum of codes) to cancel
+// the +128 carried by the packed weights. Missing tokens are zero.
+void pack_token_tiles(const std::byte* x, size_t x_stride, int64_t n_tokens, int64_t nb, std::byte* dst) noexcept {
+    const int64_t n_tiles = (n_tokens + kTokens - 1) / kTokens;
+    std::memset(dst, 0, static_cast<size_t>(n_tiles * nb * kTileBlockBytes));
+    for (int64_t token = 0; token < n_tokens; ++token) {
+        const int64_t tile = token / kTokens, t = token % kTokens;
+        const std::byte* row = x + token * static_cast<int64_t>(x_stride);
+        for (int64_t b = 0; b < nb; ++b) {
+            const std::byte* blk = row + b * kXBlockBytes;
+            std::byte* d = dst + (tile * nb + b) * kTileBlockBytes;
+            const __m256i codes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + kTileCodes + t * 32), codes);
+            // Sum of the 32 signed codes: sum of (code + 128) over unsigned bytes, less 32 * 128.
+            const __m256i sad = _mm256_sad_epu8(_mm256_xor_si256(codes, _mm256_set1_epi8(-128)), _mm256_setzero_si256());
+            const auto sum = static_cast<int32_t>(_mm256_extract_epi64(sad, 0) + _mm256_extract_epi64(sad, 1) +
+                                                  _mm256_extract_epi64(sad, 2) + _mm256_extract_epi64(sad, 3)) -
+                             32 * 128;
+            const float scale = half_at(blk);
+            const int32_t corr = -128 * sum;
+            std::memcpy(d + kTileScales + t * 4, &scale, 4);
+            std::memcpy(d + kTileCorr + t * 4, &corr, 4);
+        }
+    }
+}
+
+// Packs rows [0, rows) of the panel starting at w, blocks [b0, b0 + nbc). Rows
+// past `rows` are masked out of the gathers (their lanes are never stored).
+template <DType W>
+void pack_quant_panel(const std::byte* w, size_t w_stride, int rows, int64_t b0, int64_t nbc,
+                      std::byte* panel) noexcept {
+    constexpr int64_t BB = kBlockBytes<W>;
+    const __m512i row_offsets =
+        _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                           _mm512_set1_epi32(static_cast<int>(w_stride)));
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    for (int g = 0; g < 2; ++g) {
+        const int valid = std::clamp(rows - g * 16, 0, 16);
+        const auto mask = static_cast<__mmask16>((1u << valid) - 1u);
+        const std::byte* base = w + g * 16 * static_cast<int64_t>(w_stride);
+        for (int64_t b = 0; b < nbc; ++b) {
+            const std::byte* blk = base + (b0 + b) * BB;
+            std::byte* d = panel + b * kPanelBlockBytes + g * 64;
+            const __m512i zero = _mm512_setzero_si512();
+            if constexpr (W == DType::Q8_0) {
+                for (int q = 0; q < 8; ++q) {
+                    const __m512i v = _mm512_mask_i32gather_epi32(zero, mask, row_offsets, blk + 2 + 4 * q, 1);
+                    _mm512_store_si512(d + q * 128, _mm512_xor_si512(v, _mm512_set1_epi8(-128)));
+                }
+            } else {
+                // 4 bytes of a Q4_0 block hold elements 4i..4i+3 (low nibbles)
+                // and 16+4i..16+4i+3 (high nibbles): quads i and 4+i. As u8:
+                // (q - 8) + 128 = q + 120.
+                for (int i = 0; i < 4; ++i) {
+                    const __m512i v = _mm512_mask_i32gather_epi32(zero, mask, row_offsets, blk + 2 + 4 * i, 1);
+                    const __m512i lo = _mm512_and_si512(v, low4);
+                    const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(v, 4), low4);
+                    _mm512_store_si512(d + i * 128, _mm512_add_epi8(lo, _mm512_set1_epi8(120)));
+                    _mm512_store_si512(d + (4 + i) * 128, _mm512_add_epi8(hi, _mm512_set1_epi8(120)));
+                }
+            }
+            const __m512i raw = _mm512_mask_i32gather_epi32(zero, mask, row_offsets, blk, 1);
+            _mm512_store_ps(panel + b * kPanelBlockBytes + 1024 + g * 64, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(raw)));
+        }
+    }
+}
+
+template <int T>
+void quant_gemm_tile(int64_t nbc, const std::byte* panel, const std::byte* tile, float* out, int64_t out_stride,
+                     int rows, bool accumulate) noexcept {
+    __m512 acc0[T], acc1[T];
+    for (int t = 0; t < T; ++t) acc0[t] = acc1[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nbc; ++b) {
+        const std::byte* pb = panel + b * kPanelBlockBytes;
+        const std::byte* xb = tile + b * kTileBlockBytes;
+        __m512i p0[T], p1[T];
+        for (int t = 0; t < T; ++t) {
+            int32_t corr;
+            std::memcpy(&corr, xb + kTileCorr + t * 4, 4);
+            p0[t] = p1[t] = _mm512_set1_epi32(corr);
+        }
+        for (int q = 0; q < 8; ++q) {
+            const __m512i w0 = _mm512_load_si512(pb + q * 128);
+            const __m512i w1 = _mm512_load_si512(pb + q * 128 + 64);
+            for (int t = 0; t < T; ++t) {
+                int32_t quad;
+                std::memcpy(&quad, xb + kTileCodes + t * 32 + q * 4, 4);
+                const __m512i xq = _mm512_set1_epi32(quad);
+                p0[t] = _mm512_dpbusd_epi32(p0[t], w0, xq);
+                p1[t] = _mm512_dpbusd_epi32(p1[t], w1, xq);
+            }
+        }
+        const __m512 dw0 = _mm512_load_ps(pb + 1024);
+        const __m512 dw1 = _mm512_load_ps(pb + 1088);
+        for (int t = 0; t < T; ++t) {
+            float dx;
+            std::memcpy(&dx, xb + kTileScales + t * 4, 4);
+            const __m512 s = _mm512_set1_ps(dx);
+            acc0[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p0[t]), _mm512_mul_ps(dw0, s), acc0[t]);
+            acc1[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p1[t]), _mm512_mul_ps(dw1, s), acc1[t]);
+        }
+    }
+    for (int t = 0; t < T; ++t) {
+        float* o = out + t * out_stride;
+        if (rows == kPanelRows) {
+            if (accumulate) {
+                acc0[t] = _mm512_add_ps(acc0[t], _mm512_loadu_ps(o));
+                acc1[t] = _mm512_add_ps(acc1[t], _mm512_loadu_ps(o + 16));
+            }
+            _mm512_storeu_ps(o, acc0[t]);
+            _mm512_storeu_ps(o + 16, acc1[t]);
+        } else {
+            alignas(64) float tmp[kPanelRows];
+            _mm512_store_ps(tmp, acc0[t]);
+            _mm512_store_ps(tmp + 16, acc1[t]);
+            for (int r = 0; r < rows; ++r) o[r] = accumulate ? o[r] + tmp[r] : tmp[r];
+        }
+    }
+}
+
+using GemmTileFn = void (*)(int64_t, const std::byte*, const std::byte*, float*, int64_t, int, bool) noexcept;
+
+template <size_t... T>
+constexpr std::array<GemmTileFn, sizeof...(T)> gemm_table(std::index_sequence<T...>) noexcept {
+    return {quant_gemm_tile<static_cast<int>(T) + 1>...};
+}
+
+template <DType W>
+bool quant_matmul_gemm(int64_t k, const std::byte* w, size_t w_stride, int64_t r0, int64_t r1, const std::byte* x,
+                       size_t x_stride, int64_t n_tokens, float* out, int64_t out_stride) noexcept {
+    static constexpr auto kTiles = gemm_table(std::make_index_sequence<kTokens>{});
+    const int64_t nb = k / 32;
+    const int64_t n_tiles = (n_tokens + kTokens - 1) / kTokens;
+    const auto tiles_bytes = static_cast<size_t>(n_tiles * nb * kTileBlockBytes);
+    const auto panel_bytes = static_cast<size_t>(std::min(kChunkBlocks, nb) * kPanelBlockBytes);
+    std::byte* tiles = thread_scratch(tiles_bytes + panel_bytes);
+    if (tiles == nullptr) return false;
+    std::byte* panel = tiles + tiles_bytes;
+    pack_token_tiles(x, x_stride, n_tokens, nb, tiles);
+
+    for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks) {
+        const int64_t nbc = std::min(kChunkBlocks, nb - b0);
+        for (int64_t p0 = r0; p0 < r1; p0 += kPanelRows) {
+            const int rows = static_cast<int>(std::min(kPanelRows, r1 - p0));
+            pack_quant_panel<W>(w + p0 * static_cast<int64_t>(w_stride), w_stride, rows, b0, nbc, panel);
+            for (int64_t tile = 0; tile < n_tiles; ++tile) {
+                const auto nt = static_cast<size_t>(std::min<int64_t>(kTokens, n_tokens - tile * kTokens));
+                kTiles[nt - 1](nbc, panel, tiles + (tile * nb + b0) * kTileBlockBytes,
+                               out + tile * kTokens * out_stride + p0, out_stride, rows, b0 > 0);
+            }
+        }
+    }
+    return true;
+}
+
+// From this many tokens on, packing pays for itself (measured with kiln-kernel-bench).
+constexpr int64_t kQuantGemmMinTokens = 8;
+
+template <DType W>
+bool quant_matmul(int64_t k, const std::byte* w, size_t w_stride, int64_t r0, int64_t r1, const std::byte* x,
+                  size_t x_stride, int64_t n_tokens, float* out, int64_t out_stride) noexcept {
+    // The panel gathers address 16 rows with 32-bit offsets.
+    const bool gather_ok = w_stride <= static_cast<size_t>(INT_MAX / 16);
+    if (n_tokens >= kQuantGemmMinTokens && gather_ok && k > 0)
+        return quant_matmul_gemm<W>(k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride);
+    return quant_matmul_dot<W>(k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride);
+}
+
+}  // namespace
+
+bool avx512_quant_matmul(DType type, int64_t k, const void* w, size_t w_stride, int64_t r0, int64_t r1,
+                         const void* x, size_t x_stride, int64_t n_tokens, float* out, int64_t out_stride) noexcept {
+    const auto* wb = static_cast<const std::byte*>(w);
+    const auto* xb = static_cast<const std::byte*>(x);
+    if (type == DType::Q8_0)
+        return quant_matmul<DType::Q8_0>(k, wb, w_stride, r0, r1, xb, x_stride, n_tokens, out, out_stride);
+    return quant_matmul<DType::Q4_0>(k, wb, w_stride, r0, r1, xb, x_stride, n_tokens, out, out_stride);
+}
+
+}  // namespace kiln::kernels::detail
+
+#endif  // KILN_HAVE_AVX512_VNNI

@@ -1,0 +1,44 @@
+#pragma once
+// Private to the matmul kernels (and their tests): how the kernel sets find each
+// other, the per-thread scratch memory the SIMD sets pack operands into, and the
+// shared shape checks.
+#include <cassert>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "engine/kernels/matmul.h"
+
+namespace kiln::kernels::detail {
+
+// Each returns nullptr when this binary was built without the set (its
+// instruction-set macros were off) or this CPU cannot run it.
+const MatmulKernels* avx512_vnni_matmul_kernels() noexcept;
+const MatmulKernels* avx2_matmul_kernels() noexcept;
+
+// The set that KILN_KERNELS=`requested` selects: the available set of that name
+// (case-insensitive), or the best available one when `requested` is null, empty
+// or names no available set. `*matched` tells which of the two happened.
+const MatmulKernels& select_matmul_kernels(const char* requested, bool* matched = nullptr) noexcept;
+
+// A 64-byte aligned block of at least `bytes` bytes owned by the calling thread,
+// valid until this thread's next call. Grows and never shrinks, so steady-state
+// matmuls allocate nothing. nullptr when memory runs out: callers then fall back
+// to the scalar set, which needs no scratch, instead of failing a noexcept kernel.
+std::byte* thread_scratch(size_t bytes) noexcept;
+
+inline constexpr size_t round_up(size_t n, size_t to) noexcept { return (n + to - 1) / to * to; }
+
+// The preconditions every set's matmul shares (checked in debug builds only).
+inline void assert_matmul_args([[maybe_unused]] DType type, [[maybe_unused]] int64_t k,
+                               [[maybe_unused]] int64_t r0, [[maybe_unused]] int64_t r1,
+                               [[maybe_unused]] int64_t n_tokens, [[maybe_unused]] int64_t out_stride,
+                               [[maybe_unused]] const float* out) noexcept {
+    assert(matmul_supports(type));
+    assert(k >= 0 && 0 <= r0 && r0 <= r1 && n_tokens >= 0);
+    assert(k % type_traits(type).block_size == 0);
+    assert(out_stride >= r1 || n_tokens <= 1);
+    assert(out != nullptr || r0 == r1 || n_tokens == 0);
+}
+
+}  // namespace kiln::kernels::detail

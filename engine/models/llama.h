@@ -1,0 +1,94 @@
+#pragma once
+// The Llama architecture (RMSNorm, RoPE, SwiGLU, grouped-query attention) from
+// a GGUF file with llama.cpp's metadata keys and tensor names. Weights are used
+// straight from the file mapping in whatever type they are stored.
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "engine/graph/executor.h"
+#include "engine/graph/graph.h"
+#include "formats/gguf/gguf_file.h"
+
+namespace kiln {
+
+struct LlamaConfig {
+    int64_t n_vocab = 0;
+    int64_t dim = 0;
+    int64_t n_layers = 0;
+    int64_t n_heads = 0;
+    int64_t n_kv_heads = 0;
+    int64_t head_dim = 0;
+    int64_t ffn_dim = 0;
+    int64_t n_ctx_train = 0;
+    int64_t n_rot = 0;
+    float norm_eps = 1e-5f;
+    float rope_base = 10000.0f;
+
+    int64_t kv_dim() const noexcept { return n_kv_heads * head_dim; }
+};
+
+class LlamaModel {
+public:
+    // Validates the architecture, hyper-parameters and every tensor's presence,
+    // type and shape; throws kiln::Error ("[model] ...") naming what is wrong.
+    explicit LlamaModel(std::shared_ptr<const GgufFile> file);
+
+    const LlamaConfig& config() const noexcept { return config_; }
+    const GgufFile& file() const noexcept { return *file_; }
+    // Parameters and bytes of weights (what a decode step reads).
+    uint64_t parameter_count() const noexcept;
+    uint64_t weight_bytes() const noexcept;
+
+    struct Layer {
+        const GgufTensor *attn_norm, *wq, *wk, *wv, *wo, *ffn_norm, *w_gate, *w_up, *w_down;
+    };
+    const GgufTensor& token_embedding() const noexcept { return *token_embd_; }
+    const GgufTensor& output_norm() const noexcept { return *output_norm_; }
+    const GgufTensor& output() const noexcept { return *output_; }
+    const std::vector<Layer>& layers() const noexcept { return layers_; }
+
+private:
+    std::shared_ptr<const GgufFile> file_;
+    LlamaConfig config_;
+    const GgufTensor* token_embd_ = nullptr;
+    const GgufTensor* output_norm_ = nullptr;
+    const GgufTensor* output_ = nullptr;  // token_embd_ when the head is tied
+    std::vector<Layer> layers_;
+};
+
+// A running sequence: the KV cache and one compiled graph per batch shape.
+class LlamaContext {
+public:
+    LlamaContext(const LlamaModel& model, int64_t n_ctx, Executor::Mode mode = Executor::Mode::Fast);
+
+    // Appends tokens at positions n_past()..; returns the logits of the last
+    // token ([n_vocab]) or, with all_logits, of every token ([n, n_vocab]).
+    // Throws when a token id is out of range or the tokens do not fit the context.
+    std::span<const float> eval(std::span<const int32_t> tokens, ThreadPool& pool, bool all_logits = false);
+
+    int64_t n_past() const noexcept { return n_past_; }
+    int64_t n_ctx() const noexcept { return n_ctx_; }
+    void reset() noexcept { n_past_ = 0; }
+
+private:
+    struct Compiled {
+        Graph graph;
+        NodeId tokens = kNoNode, positions = kNoNode, logits = kNoNode;
+        std::unique_ptr<Executor> executor;
+    };
+    Compiled& compiled(int64_t n_tokens, bool all_logits);
+    void build(Compiled& c, int64_t n_tokens, bool all_logits);
+
+    const LlamaModel& model_;
+    int64_t n_ctx_;
+    Executor::Mode mode_;
+    int64_t n_past_ = 0;
+    std::vector<std::vector<float>> k_cache_, v_cache_;  // per layer: n_ctx rows of kv_dim
+    std::map<std::pair<int64_t, bool>, Compiled> graphs_;
+};
+
+}  // namespace kiln

@@ -1,0 +1,73 @@
+// Matrix products: activations prepared once (quantized to Q8_0 for int8
+// weights) in their own node, then each thread multiplies its share of weight rows.
+#include "engine/ops/op_def.h"
+#include "engine/ops/ops.h"
+
+namespace kiln {
+namespace {
+
+using ops::detail::my_rows;
+using ops::detail::require_type;
+using ops::detail::shape_error;
+
+// Weight rows are handed out in multiples of this, so SIMD micro-kernels
+// working on several rows at once see whole tiles.
+constexpr int64_t kRowGranule = 16;
+
+void prepare(const Graph& g, const Node& n, const ExecContext& ctx, const kernels::MatmulKernels& k) {
+    const Node& x = g.node(n.src[0]);
+    const DType weight_type = g.node(n.src[1]).type;
+    const auto [r0, r1] = my_rows(n.shape.rows(), ctx);
+    for (int64_t r = r0; r < r1; ++r) k.prepare_row(weight_type, x.row(r), n.shape.ne[0], n.row<std::byte>(r));
+}
+
+void multiply(const Graph& g, const Node& n, const ExecContext& ctx, const kernels::MatmulKernels& k) {
+    const Node& w = g.node(n.src[0]);
+    const Node& x = g.node(n.src[1]);
+    const int64_t m = n.shape.ne[0];
+    const int64_t granules = (m + kRowGranule - 1) / kRowGranule;
+    const auto [g0, g1] = my_rows(granules, ctx);
+    const int64_t r0 = g0 * kRowGranule, r1 = std::min(m, g1 * kRowGranule);
+    if (r0 >= r1) return;
+    k.matmul(w.type, w.shape.ne[0], w.data, w.row_bytes, r0, r1, x.data, x.row_bytes, n.shape.rows(), n.row(0), m);
+}
+
+void run_prepare(const Graph& g, const Node& n, const ExecContext& ctx) { prepare(g, n, ctx, *ctx.matmul); }
+void ref_prepare(const Graph& g, const Node& n, const ExecContext& ctx) {
+    prepare(g, n, ctx, kernels::scalar_matmul_kernels());
+}
+void run_matmul(const Graph& g, const Node& n, const ExecContext& ctx) { multiply(g, n, ctx, *ctx.matmul); }
+void ref_matmul(const Graph& g, const Node& n, const ExecContext& ctx) {
+    multiply(g, n, ctx, kernels::scalar_matmul_kernels());
+}
+
+}  // namespace
+
+namespace ops {
+NodeId matmul(Graph& g, NodeId w, NodeId x) {
+    const Node& wn = g.node(w);
+    const Node& xn = g.node(x);
+    require_type(OpKind::MatMul, xn, DType::F32, "the activations");
+    if (!kernels::matmul_supports(wn.type))
+        shape_error(OpKind::MatMul, "weights of type {} are not supported (f32, f16, bf16, q8_0, q4_0 are)",
+                    dtype_name(wn.type));
+    if (wn.shape.rank > 2 || wn.shape.ne[0] != xn.shape.ne[0])
+        shape_error(OpKind::MatMul, "weights {} do not fit activations {} (rows of {} expected)", wn.shape.str(),
+                    xn.shape.str(), xn.shape.ne[0]);
+    const DType prepared_type = kernels::vec_dot_type(wn.type);
+    NodeId prepared = x;
+    if (prepared_type != DType::F32) {
+        if (xn.shape.ne[0] % type_traits(prepared_type).block_size != 0)
+            shape_error(OpKind::MatMul, "rows of {} are not whole {} blocks", xn.shape.ne[0], dtype_name(prepared_type));
+        prepared = g.add(OpKind::PrepareActivations, prepared_type, xn.shape, {x, w});
+    }
+    return g.add(OpKind::MatMul, DType::F32, Shape::of({wn.shape.ne[1], xn.shape.rows()}), {w, prepared});
+}
+}  // namespace ops
+
+namespace ops::defs {
+extern const OpDef kPrepare{OpKind::PrepareActivations, run_prepare, ref_prepare};
+extern const OpDef kMatMul{OpKind::MatMul, run_matmul, ref_matmul};
+}  // namespace ops::defs
+
+}  // namespace kiln

@@ -1,0 +1,56 @@
+#pragma once
+// How the executor runs an op: a fast forward, the plain reference forward it
+// is tested against, and the per-thread scratch it needs. Each op file defines
+// its OpDef beside its builder function; registry.cpp lists them in one table.
+#include <algorithm>
+#include <cstddef>
+#include <utility>
+
+#include "engine/core/error.h"
+
+#include "engine/graph/graph.h"
+#include "engine/kernels/matmul.h"
+
+namespace kiln {
+
+struct ExecContext {
+    int ith = 0;                               // this thread
+    int nth = 1;                               // threads in the run
+    float* scratch = nullptr;                  // this thread's scratch
+    const kernels::MatmulKernels* matmul = nullptr;
+};
+
+using ForwardFn = void (*)(const Graph& g, const Node& node, const ExecContext& ctx);
+
+struct OpDef {
+    OpKind kind;
+    ForwardFn forward;
+    ForwardFn reference;
+    size_t (*scratch_floats)(const Graph& g, const Node& node) = nullptr;
+};
+
+const OpDef& op_def(OpKind kind);
+
+namespace ops::detail {
+
+// Throws "[graph] <op>: <message>" for shape errors.
+template <typename... Args>
+[[noreturn]] void shape_error(OpKind op, fmt::format_string<Args...> format, Args&&... args) {
+    fail("graph", "{}: {}", op_name(op), fmt::format(format, std::forward<Args>(args)...));
+}
+
+inline void require_type(OpKind op, const Node& n, DType type, const char* role) {
+    if (n.type != type)
+        shape_error(op, "{} must be {}, got {} ({})", role, dtype_name(type), dtype_name(n.type), n.shape.str());
+}
+
+// Rows of `n` this thread handles.
+inline std::pair<int64_t, int64_t> my_rows(int64_t rows, const ExecContext& ctx) {
+    const int64_t base = rows / ctx.nth, extra = rows % ctx.nth;
+    const int64_t begin = ctx.ith * base + std::min<int64_t>(ctx.ith, extra);
+    return {begin, begin + base + (ctx.ith < extra ? 1 : 0)};
+}
+
+}  // namespace ops::detail
+
+}  // namespace kiln

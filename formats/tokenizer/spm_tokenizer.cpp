@@ -1,0 +1,412 @@
+#include "formats/tokenizer/spm_tokenizer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "engine/core/error.h"
+#include "engine/core/printable.h"
+#include "formats/gguf/gguf_file.h"
+#include "formats/tokenizer/utf8.h"
+
+namespace kiln {
+
+namespace {
+
+constexpr std::string_view kComponent = "tokenizer";
+constexpr std::string_view kSpaceMark = "\xE2\x96\x81";    // U+2581 "▁", SentencePiece's space
+constexpr std::string_view kUnknownPiece = "\xE2\x96\x85";  // U+2585 "▅", how llama.cpp shows <unk>
+
+const GgufValue& require_key(const GgufFile& file, std::string_view key) {
+    const GgufValue* value = file.find(key);
+    if (value == nullptr)
+        fail(kComponent, "{}: metadata key '{}' is missing (is this a model with a llama/SentencePiece vocabulary?)",
+             file.name(), key);
+    return *value;
+}
+
+// An array whose every element satisfies `accepts`; `expected` names the
+// element type for the error message.
+template <typename Accepts>
+const GgufArray& require_array(const GgufFile& file, std::string_view key, std::string_view expected,
+                               Accepts accepts) {
+    const GgufValue& value = require_key(file, key);
+    const GgufArray* array = value.as_array();
+    if (array == nullptr)
+        fail(kComponent, "{}: metadata key '{}' has type {} (expected an array of {})", file.name(), key,
+             gguf_type_name(value.type()), expected);
+    if (!accepts(array->element_type))
+        fail(kComponent, "{}: metadata key '{}' is an array of {} (expected an array of {})", file.name(), key,
+             gguf_type_name(array->element_type), expected);
+    return *array;
+}
+
+bool is_integer_type(GgufType type) {
+    switch (type) {
+        case GgufType::UINT8: case GgufType::INT8: case GgufType::UINT16: case GgufType::INT16:
+        case GgufType::UINT32: case GgufType::INT32: case GgufType::UINT64: case GgufType::INT64:
+            return true;
+        default:
+            return false;
+    }
+}
+
+bool is_number_type(GgufType type) {
+    return is_integer_type(type) || type == GgufType::FLOAT32 || type == GgufType::FLOAT64;
+}
+
+int32_t require_token_id(const GgufFile& file, std::string_view key, size_t vocab_size) {
+    const GgufValue& value = require_key(file, key);
+    const std::optional<int64_t> id = value.as_int();
+    if (!id)
+        fail(kComponent, "{}: metadata key '{}' has type {} (expected an integer token id)", file.name(), key,
+             gguf_type_name(value.type()));
+    if (*id < 0 || static_cast<uint64_t>(*id) >= vocab_size)
+        fail(kComponent, "{}: metadata key '{}' is {}, outside the vocabulary of {} tokens", file.name(), key, *id,
+             vocab_size);
+    return static_cast<int32_t>(*id);
+}
+
+bool optional_bool(const GgufFile& file, std::string_view key, bool fallback) {
+    const GgufValue* value = file.find(key);
+    if (value == nullptr) return fallback;
+    if (const std::optional<bool> b = value->as_bool()) return *b;
+    fail(kComponent, "{}: metadata key '{}' has type {} (expected bool)", file.name(), key,
+         gguf_type_name(value->type()));
+}
+
+// FNV-1a: pieces are a few bytes long, where it beats the library's hash.
+uint64_t hash_text(std::string_view text) noexcept {
+    uint64_t hash = 0xcbf29ce484222325ull;
+    for (const char c : text) {
+        hash ^= static_cast<uint8_t>(c);
+        hash *= 0x100000001b3ull;
+    }
+    return hash;
+}
+
+int hex_digit(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+}
+
+// The byte a "<0xNN>" token stands for, or -1 when the text has another form.
+int parse_byte_token(std::string_view text) {
+    if (text.size() != 6 || text.substr(0, 3) != "<0x" || text[5] != '>') return -1;
+    const int hi = hex_digit(text[3]), lo = hex_digit(text[4]);
+    return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
+}
+
+}  // namespace
+
+SpmTokenizer::SpmTokenizer(const GgufFile& file) {
+    const GgufValue& model = require_key(file, "tokenizer.ggml.model");
+    const std::string* model_name = model.as_string();
+    if (model_name == nullptr)
+        fail(kComponent, "{}: metadata key 'tokenizer.ggml.model' has type {} (expected str)", file.name(),
+             gguf_type_name(model.type()));
+    if (*model_name != "llama")
+        fail(kComponent, "{}: tokenizer.ggml.model is '{}', but this tokenizer reads 'llama' (SentencePiece) vocabularies",
+             file.name(), printable(*model_name));
+
+    const GgufArray& tokens = require_array(file, "tokenizer.ggml.tokens", "str",
+                                            [](GgufType t) { return t == GgufType::STRING; });
+    const GgufArray& scores = require_array(file, "tokenizer.ggml.scores", "f32", is_number_type);
+    const GgufArray& types = require_array(file, "tokenizer.ggml.token_type", "i32", is_integer_type);
+    const size_t n = tokens.items.size();
+    if (n == 0) fail(kComponent, "{}: tokenizer.ggml.tokens is empty", file.name());
+    // Ids are int32 everywhere (model inputs, sampling), so the vocabulary must fit.
+    if (n > static_cast<size_t>(std::numeric_limits<int32_t>::max()))
+        fail(kComponent, "{}: tokenizer.ggml.tokens has {} tokens, more than int32 ids can number", file.name(), n);
+    if (scores.items.size() != n || types.items.size() != n)
+        fail(kComponent, "{}: tokenizer.ggml.tokens has {} entries but tokenizer.ggml.scores has {} and "
+             "tokenizer.ggml.token_type {} (expected the same length)", file.name(), n, scores.items.size(),
+             types.items.size());
+
+    tokens_.reserve(n);
+    scores_.reserve(n);
+    types_.reserve(n);
+    byte_value_.assign(n, -1);
+    byte_tokens_.fill(-1);
+    // At most half full, so probe runs stay short.
+    size_t capacity = 16;
+    while (capacity < 2 * n) capacity *= 2;
+    piece_table_.assign(capacity, PieceSlot{0, -1});
+    for (size_t i = 0; i < n; ++i) {
+        const auto id = static_cast<int32_t>(i);
+        tokens_.push_back(*tokens.items[i].as_string());
+
+        // The merge order compares scores; a NaN would break the queue's ordering.
+        const double score = *scores.items[i].as_number();
+        if (std::isnan(score)) fail(kComponent, "{}: tokenizer.ggml.scores[{}] is NaN", file.name(), i);
+        scores_.push_back(static_cast<float>(score));
+
+        const std::optional<int64_t> type = types.items[i].as_int();
+        if (!type || *type < 1 || *type > 6)
+            fail(kComponent, "{}: tokenizer.ggml.token_type[{}] is {} (expected 1 to 6: normal, unknown, control, "
+                 "user-defined, unused, byte)", file.name(), i, type ? fmt::format("{}", *type) : "out of range");
+        types_.push_back(static_cast<TokenType>(*type));
+
+        switch (types_.back()) {
+            case TokenType::normal:
+            case TokenType::user_defined:
+                add_piece(id);
+                break;
+            case TokenType::byte: {
+                const int byte = parse_byte_token(tokens_.back());
+                if (byte < 0)
+                    fail(kComponent, "{}: token {} has type byte but its text is '{}' (expected <0xNN>)",
+                         file.name(), i, printable(tokens_.back()));
+                byte_value_[i] = static_cast<int16_t>(byte);
+                if (byte_tokens_[byte] < 0) byte_tokens_[byte] = id;
+                break;
+            }
+            default:
+                break;  // control, unknown and unused tokens are never produced by encoding
+        }
+    }
+
+    bos_ = require_token_id(file, "tokenizer.ggml.bos_token_id", n);
+    eos_ = require_token_id(file, "tokenizer.ggml.eos_token_id", n);
+    unk_ = require_token_id(file, "tokenizer.ggml.unknown_token_id", n);
+    add_bos_ = optional_bool(file, "tokenizer.ggml.add_bos_token", true);
+    add_space_prefix_ = optional_bool(file, "tokenizer.ggml.add_space_prefix", true);
+
+    // Words can be merged one by one when no piece has a "▁" after another
+    // character: then no piece, hence no merge, spans the start of a word.
+    split_words_ = true;
+    for (size_t i = 0; i < n; ++i) {
+        if (types_[i] != TokenType::normal && types_[i] != TokenType::user_defined) continue;
+        std::string_view text = tokens_[i];
+        while (text.starts_with(kSpaceMark)) text.remove_prefix(kSpaceMark.size());
+        if (text.find(kSpaceMark) != std::string_view::npos) split_words_ = false;
+    }
+}
+
+void SpmTokenizer::add_piece(int32_t id) {
+    const uint64_t hash = hash_text(tokens_[id]);
+    const size_t mask = piece_table_.size() - 1;
+    for (size_t slot = hash & mask;; slot = (slot + 1) & mask) {
+        PieceSlot& entry = piece_table_[slot];
+        if (entry.id < 0) {
+            entry = {static_cast<uint32_t>(hash >> 32), id};
+            return;
+        }
+        if (tokens_[entry.id] == tokens_[id]) return;  // a text listed twice keeps its first id
+    }
+}
+
+int32_t SpmTokenizer::piece_id(std::string_view text) const noexcept {
+    const uint64_t hash = hash_text(text);
+    const auto tag = static_cast<uint32_t>(hash >> 32);
+    const size_t mask = piece_table_.size() - 1;
+    for (size_t slot = hash & mask;; slot = (slot + 1) & mask) {
+        const PieceSlot& entry = piece_table_[slot];
+        if (entry.id < 0) return -1;  // the table always has empty slots, so this ends
+        if (entry.tag == tag && tokens_[entry.id] == text) return entry.id;
+    }
+}
+
+void SpmTokenizer::append_symbol(std::string_view symbol, std::vector<int32_t>& out) const {
+    if (const int32_t id = piece_id(symbol); id >= 0) {
+        out.push_back(id);
+        return;
+    }
+    // Byte fallback needs a token for every byte; a vocabulary without them
+    // (sentencepiece's byte_fallback off) says "unknown" once per symbol.
+    for (const char c : symbol) {
+        if (byte_tokens_[static_cast<uint8_t>(c)] < 0) {
+            out.push_back(unk_);
+            return;
+        }
+    }
+    for (const char c : symbol) out.push_back(byte_tokens_[static_cast<uint8_t>(c)]);
+}
+
+// A symbol is a span of the text being encoded. Merging only ever joins
+// neighbours, so every symbol stays one contiguous span and a candidate pair
+// can be looked up as a view of the text. A merged-away symbol has length 0.
+struct SpmSymbol {
+    uint32_t start;
+    uint32_t length;
+    int32_t prev;
+    int32_t next;
+};
+
+// A pair that was a piece when it was queued. `length` is the pair's combined
+// length then: if either side has grown since, the candidate is stale and is
+// skipped (the merge that grew it queued the pair's new form).
+struct SpmCandidate {
+    float score;
+    int32_t left;
+    int32_t right;
+    uint32_t length;
+};
+
+struct SpmTokenizer::Workspace {
+    std::vector<SpmSymbol> symbols;
+    std::vector<SpmCandidate> queue;  // a binary heap (std::push_heap / pop_heap)
+};
+
+std::vector<int32_t> SpmTokenizer::encode(std::string_view text, bool add_bos) const {
+    std::vector<int32_t> out;
+    if (add_bos) out.push_back(bos_);
+    if (text.empty()) return out;
+
+    std::string normalized;
+    normalized.reserve(text.size() + text.size() / 4 + kSpaceMark.size());
+    if (add_space_prefix_) normalized.append(kSpaceMark);
+    for (const char c : text) {
+        if (c == ' ') normalized.append(kSpaceMark);
+        else normalized.push_back(c);
+    }
+    // Symbols are linked by int32 indices; beyond 2 GiB they would overflow.
+    if (normalized.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max()))
+        fail(kComponent, "a text of {} bytes is too long to encode at once (the limit is 2 GiB); split it",
+             text.size());
+    out.reserve(out.size() + normalized.size() / 3);
+
+    Workspace work;
+    const std::string_view all = normalized;
+    if (!split_words_) {
+        encode_span(all, work, out);
+        return out;
+    }
+    // A word starts at a "▁" that follows another character. Every match of
+    // "▁" is a character boundary: its first byte, E2, can only begin one.
+    size_t begin = 0;
+    for (size_t mark = all.find(kSpaceMark, 1); mark != std::string_view::npos;
+         mark = all.find(kSpaceMark, mark + kSpaceMark.size())) {
+        const size_t width = kSpaceMark.size();
+        if (mark >= width && all.substr(mark - width, width) == kSpaceMark) continue;  // a run of spaces
+        encode_span(all.substr(begin, mark - begin), work, out);
+        begin = mark;
+    }
+    encode_span(all.substr(begin), work, out);
+    return out;
+}
+
+void SpmTokenizer::encode_span(std::string_view text, Workspace& work, std::vector<int32_t>& out) const {
+    std::vector<SpmSymbol>& symbols = work.symbols;
+    std::vector<SpmCandidate>& queue = work.queue;
+    symbols.clear();
+    queue.clear();
+
+    for (size_t at = 0; at < text.size();) {
+        const Utf8Scan scan = utf8_scan(text.substr(at));
+        const size_t length = scan.status == Utf8Status::complete ? scan.length : 1;  // a bad byte stands alone
+        const auto index = static_cast<int32_t>(symbols.size());
+        symbols.push_back({static_cast<uint32_t>(at), static_cast<uint32_t>(length), index - 1, index + 1});
+        at += length;
+    }
+    if (symbols.empty()) return;
+    symbols.back().next = -1;
+
+    // The heap's top is the highest score; on a tie, the leftmost pair.
+    // Symbol indices follow text order, so "leftmost" is "smallest left index".
+    const auto lower_priority = [](const SpmCandidate& a, const SpmCandidate& b) {
+        return a.score < b.score || (a.score == b.score && a.left > b.left);
+    };
+    const auto consider = [&](int32_t left, int32_t right) {
+        if (left < 0 || right < 0) return;
+        const uint32_t length = symbols[left].length + symbols[right].length;
+        const int32_t id = piece_id(text.substr(symbols[left].start, length));
+        if (id < 0) return;
+        queue.push_back({scores_[id], left, right, length});
+        std::push_heap(queue.begin(), queue.end(), lower_priority);
+    };
+
+    for (int32_t i = 1; i < static_cast<int32_t>(symbols.size()); ++i) consider(i - 1, i);
+
+    while (!queue.empty()) {
+        std::pop_heap(queue.begin(), queue.end(), lower_priority);
+        const SpmCandidate best = queue.back();
+        queue.pop_back();
+        SpmSymbol& left = symbols[best.left];
+        if (left.length == 0 || left.next != best.right) continue;  // no longer neighbours
+        SpmSymbol& right = symbols[best.right];
+        if (left.length + right.length != best.length) continue;    // one side grew since
+
+        // The right symbol joins the left one and leaves the list.
+        left.length += right.length;
+        right.length = 0;
+        left.next = right.next;
+        if (right.next >= 0) symbols[right.next].prev = best.left;
+        consider(left.prev, best.left);
+        consider(best.left, left.next);
+    }
+
+    // Symbol 0 is never merged away (merges absorb the right side), so it heads the list.
+    for (int32_t i = 0; i >= 0; i = symbols[i].next)
+        append_symbol(text.substr(symbols[i].start, symbols[i].length), out);
+}
+
+void SpmTokenizer::check_id(int32_t id) const {
+    if (id < 0 || static_cast<size_t>(id) >= tokens_.size())
+        fail(kComponent, "token id {} is outside the vocabulary (0 to {})", id, tokens_.size() - 1);
+}
+
+void SpmTokenizer::append_piece(int32_t id, std::string& out) const {
+    check_id(id);
+    switch (types_[id]) {
+        case TokenType::normal:
+        case TokenType::user_defined: {
+            std::string_view text = tokens_[id];
+            for (size_t mark; (mark = text.find(kSpaceMark)) != std::string_view::npos;) {
+                out.append(text.substr(0, mark));
+                out.push_back(' ');
+                text.remove_prefix(mark + kSpaceMark.size());
+            }
+            out.append(text);
+            break;
+        }
+        case TokenType::byte:
+            out.push_back(static_cast<char>(byte_value_[id]));
+            break;
+        case TokenType::unknown:
+            out.append(kUnknownPiece);
+            break;
+        case TokenType::control:
+        case TokenType::unused:
+            break;  // markers such as <s> and </s> are not text
+    }
+}
+
+std::string SpmTokenizer::piece(int32_t id) const {
+    std::string out;
+    append_piece(id, out);
+    return out;
+}
+
+std::string SpmTokenizer::decode(std::span<const int32_t> ids, bool from_start) const {
+    std::string out;
+    bool drop_space = from_start && add_space_prefix_;
+    for (const int32_t id : ids) {
+        append_piece(id, out);
+        // The first text (past any BOS) begins with the space encode() put there.
+        if (drop_space && !out.empty()) {
+            if (out.front() == ' ') out.erase(0, 1);
+            drop_space = false;
+        }
+    }
+    return out;
+}
+
+const std::string& SpmTokenizer::token_text(int32_t id) const {
+    check_id(id);
+    return tokens_[id];
+}
+
+TokenType SpmTokenizer::token_type(int32_t id) const {
+    check_id(id);
+    return types_[id];
+}
+
+float SpmTokenizer::token_score(int32_t id) const {
+    check_id(id);
+    return scores_[id];
+}
+
+}  // namespace kiln
