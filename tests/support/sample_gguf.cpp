@@ -22,7 +22,7 @@ Bytes read_file(const std::filesystem::path& path) {
     REQUIRE(in.good());
     std::vector<char> chars((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     Bytes bytes(chars.size());
-    std::memcpy(bytes.data(), chars.data(), chars.size());
+    if (!chars.empty()) std::memcpy(bytes.data(), chars.data(), chars.size());
     return bytes;
 }
 
