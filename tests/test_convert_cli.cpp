@@ -1,45 +1,24 @@
 // kiln-convert as a user runs it: output, exit status, one-line errors.
 #include <catch2/catch.hpp>
 
-#include <sys/wait.h>
-
 #include <fmt/format.h>
 
 #include <cstdlib>
 #include <cstring>
 
 #include "support/paths.h"
+#include "support/run_tool.h"
 #include "support/sample_gguf.h"
 
 using namespace kiln;
 
 namespace {
 
-struct Run {
-    int status = -1;
-    std::string out, err;
-};
+using Run = test::ToolRun;
 
-std::string read_text(const std::filesystem::path& p) {
-    const auto bytes = test::read_file(p);
-    return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-}
+Run kiln_convert(const std::string& args) { return test::run_tool("kiln-convert", args); }
 
-// Runs kiln-convert with `args` (already shell-quoted where needed).
-Run kiln_convert(const std::string& args) {
-    test::TempDir dir;
-    const std::string command = fmt::format("'{}' {} >'{}' 2>'{}'", KILN_CONVERT_EXE, args,
-                                            (dir.path() / "out").string(), (dir.path() / "err").string());
-    const int raw = std::system(command.c_str());
-    Run run;
-    REQUIRE(WIFEXITED(raw));
-    run.status = WEXITSTATUS(raw);
-    run.out = read_text(dir.path() / "out");
-    run.err = read_text(dir.path() / "err");
-    return run;
-}
-
-std::string quote(const std::filesystem::path& p) { return fmt::format("'{}'", p.string()); }
+std::string quote(const std::filesystem::path& p) { return test::shell_quote(p.string()); }
 
 void require_one_line_error(const Run& run, int status, std::string_view fragment) {
     INFO(run.err);

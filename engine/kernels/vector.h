@@ -12,7 +12,7 @@ void add(const float* a, const float* b, float* out, int64_t n) noexcept;
 void mul(const float* a, const float* b, float* out, int64_t n) noexcept;
 void scale(const float* x, float s, float* out, int64_t n) noexcept;
 
-void relu(const float* x, float* out, int64_t n) noexcept;
+void relu(const float* x, float* out, int64_t n) noexcept;             // NaN passes through, as torch.relu
 void silu(const float* x, float* out, int64_t n) noexcept;            // x * sigmoid(x)
 void gelu_tanh(const float* x, float* out, int64_t n) noexcept;       // GPT-2's tanh approximation
 void gelu_erf(const float* x, float* out, int64_t n) noexcept;        // exact: 0.5 x (1 + erf(x / sqrt 2))
@@ -24,6 +24,7 @@ void rms_norm(const float* x, const float* weight, float eps, float* out, int64_
 void layer_norm(const float* x, const float* weight, const float* bias, float eps, float* out, int64_t n) noexcept;
 
 // Max-subtracted softmax: finite for any finite input (no inf/NaN for large values).
+// A row that is all -inf (fully masked) gives zeros, as attend does.
 void softmax(const float* x, float* out, int64_t n) noexcept;
 
 // Rotary position embedding, the interleaved-pair form llama.cpp uses for the

@@ -10,7 +10,7 @@ namespace kiln::test {
 template <typename T>
 std::vector<T> values_of(const GgufTensor& t) {
     std::vector<T> out(t.data.size() / sizeof(T));
-    std::memcpy(out.data(), t.data.data(), out.size() * sizeof(T));
+    if (!out.empty()) std::memcpy(out.data(), t.data.data(), out.size() * sizeof(T));
     return out;
 }
 

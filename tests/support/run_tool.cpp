@@ -1,0 +1,45 @@
+#include "support/run_tool.h"
+
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+
+#include "support/sample_gguf.h"
+
+namespace kiln::test {
+
+namespace {
+std::string read_text(const std::filesystem::path& p) {
+    const auto bytes = read_file(p);
+    return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+}
+}  // namespace
+
+std::filesystem::path tool_path(const std::string& name) {
+    if (name == "kiln-convert") return KILN_CONVERT_EXE;
+    return std::filesystem::path(KILN_TOOLS_DIR) / name;
+}
+
+std::string shell_quote(const std::string& s) {
+    std::string out = "'";
+    for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return out + "'";
+}
+
+ToolRun run_tool(const std::string& name, const std::string& args) {
+    TempDir dir;
+    const std::string command = fmt::format("{} {} >{} 2>{}", shell_quote(tool_path(name).string()), args,
+                                            shell_quote((dir.path() / "out").string()),
+                                            shell_quote((dir.path() / "err").string()));
+    const int raw = std::system(command.c_str());
+    ToolRun run;
+    REQUIRE(WIFEXITED(raw));
+    run.status = WEXITSTATUS(raw);
+    run.out = read_text(dir.path() / "out");
+    run.err = read_text(dir.path() / "err");
+    return run;
+}
+
+}  // namespace kiln::test

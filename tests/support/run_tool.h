@@ -1,0 +1,22 @@
+#pragma once
+// Runs one of kiln's programs as a user would, capturing exit status and output.
+#include <filesystem>
+#include <string>
+
+namespace kiln::test {
+
+struct ToolRun {
+    int status = -1;  // exit status
+    std::string out, err;
+};
+
+// Path of a built program: "kiln-convert", or a tool such as "kiln".
+std::filesystem::path tool_path(const std::string& name);
+
+// Runs the program with `args` (shell-quoted by the caller where needed).
+ToolRun run_tool(const std::string& name, const std::string& args);
+
+// Wraps a path or text in single quotes for the shell.
+std::string shell_quote(const std::string& s);
+
+}  // namespace kiln::test

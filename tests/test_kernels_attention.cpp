@@ -1,0 +1,281 @@
+// kernels::attend (xsimd) against ref::attend (double precision), and both
+// against PyTorch (tests/fixtures/ops/ops_reference.gguf, written by
+// tests/reference/make_op_fixtures.py).
+//
+// Tolerance, fast vs ref: |d| <= 1e-6 Σ_j p_j |v_j[d]|, i.e. 1e-6 relative to
+// the magnitude of the weighted sum that forms out[d] (computed by ref::attend
+// on |v|). Relative to out[d] itself would be meaningless where the terms
+// cancel to nearly zero. The float errors are the dot products (a few ulps of
+// Σ|q_i k_ij| ~ 8 at unit-normal data and scale 1/sqrt(head_dim)), exp and the
+// value sum, which the kernel flushes into double every 64 keys.
+//
+// Fast and ref vs PyTorch: |d| <= 1e-5 max(1, |want|): the fixture's values
+// are of unit scale (absolute below 1, relative above), its outputs are torch's
+// float64 results rounded to float32, and the slips this is meant to catch
+// (wrong kv head for a query head, scale after the softmax, an off-by-one in
+// the causal length, masked keys leaking in) move outputs by 1e-2 or more.
+//
+// Set KILN_TEST_REPORT=1 to print the largest error seen per check.
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "engine/core/dtype.h"
+#include "engine/kernels/attention.h"
+#include "formats/gguf/gguf_file.h"
+#include "support/paths.h"
+
+namespace {
+
+namespace k = kiln::kernels;
+
+constexpr float kSentinel = -12345.5f;
+
+// std::mt19937's sequence is fixed by the standard, its distributions are not.
+class Rng {
+public:
+    explicit Rng(uint32_t seed) : gen_(seed) {}
+    double uniform() { return (static_cast<double>(gen_()) + 0.5) / 4294967296.0; }
+    float normal() {
+        const double r = std::sqrt(-2.0 * std::log(uniform()));
+        return static_cast<float>(r * std::cos(6.283185307179586 * uniform()));
+    }
+
+private:
+    std::mt19937 gen_;
+};
+
+struct Worst {
+    std::string what;
+    double ratio = 0.0, err = 0.0, got = 0.0, want = 0.0;
+    int64_t at = -1;
+
+    void add(int64_t i, double g, double w, double allowed) {
+        const double e = std::isnan(g) || std::isnan(w) ? std::numeric_limits<double>::infinity() : std::fabs(g - w);
+        const double r = allowed > 0.0 ? e / allowed : (e > 0.0 ? std::numeric_limits<double>::infinity() : 0.0);
+        if (r > ratio || at < 0) ratio = r, err = e, at = i, got = g, want = w;
+    }
+    ~Worst() {
+        if (std::getenv("KILN_TEST_REPORT") && at >= 0)
+            std::printf("[report] %-40s max err %.3g = %.3f of allowed\n", what.c_str(), err, ratio);
+    }
+};
+
+#define REQUIRE_WITHIN(worst)                                                                                  \
+    do {                                                                                                       \
+        INFO((worst).what << ": worst at " << (worst).at << ": got " << (worst).got << ", want " << (worst).want \
+                          << ", error " << (worst).err << " = " << (worst).ratio << " x allowed");             \
+        REQUIRE((worst).ratio <= 1.0);                                                                         \
+    } while (0)
+
+enum class Mask { none, random, all_masked, only_last };
+
+const char* mask_name(Mask m) {
+    switch (m) {
+        case Mask::none: return "none";
+        case Mask::random: return "random";
+        case Mask::all_masked: return "all masked";
+        case Mask::only_last: return "only last valid";
+    }
+    return "?";
+}
+
+// One attention problem laid out like a KV cache slice: key/value rows
+// `stride` floats apart (more than head_dim, and odd, so rows are unaligned).
+struct Problem {
+    int64_t head_dim = 0, kv_len = 0;
+    size_t stride = 0;
+    float scale = 1.0f;
+    std::vector<float> q, k, v;
+    std::vector<uint8_t> valid;  // empty: pass null
+
+    const uint8_t* mask() const { return valid.empty() ? nullptr : valid.data(); }
+};
+
+Problem make_problem(Rng& rng, int64_t head_dim, int64_t kv_len, Mask mask, float v_mean) {
+    Problem p;
+    p.head_dim = head_dim;
+    p.kv_len = kv_len;
+    p.stride = static_cast<size_t>(3 * head_dim + 5);
+    p.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+    p.q.resize(static_cast<size_t>(head_dim));
+    for (float& f : p.q) f = rng.normal();
+    if (mask != Mask::none) {
+        p.valid.resize(static_cast<size_t>(kv_len));
+        for (int64_t j = 0; j < kv_len; ++j) {
+            const bool on = mask == Mask::random ? rng.uniform() < 0.7 : mask == Mask::only_last && j == kv_len - 1;
+            p.valid[static_cast<size_t>(j)] = on ? 1 : 0;
+        }
+    }
+    // Masked rows hold NaN: the kernels must never read them.
+    p.k.assign(p.stride * static_cast<size_t>(kv_len), std::nanf(""));
+    p.v.assign(p.k.size(), std::nanf(""));
+    for (int64_t j = 0; j < kv_len; ++j) {
+        if (!p.valid.empty() && !p.valid[static_cast<size_t>(j)]) continue;
+        for (int64_t d = 0; d < head_dim; ++d) {
+            p.k[static_cast<size_t>(j) * p.stride + static_cast<size_t>(d)] = rng.normal();
+            p.v[static_cast<size_t>(j) * p.stride + static_cast<size_t>(d)] = v_mean + rng.normal();
+        }
+    }
+    return p;
+}
+
+// Runs one kernel; checks that it wrote exactly head_dim outputs and used only
+// kv_len floats of scratch.
+using AttendFn = void (*)(const float*, const float*, size_t, const float*, size_t, int64_t, int64_t, float,
+                          const uint8_t*, float*, float*) noexcept;
+std::vector<float> run(AttendFn fn, const Problem& p, const std::vector<float>& values) {
+    std::vector<float> out(static_cast<size_t>(p.head_dim) + 4, kSentinel);
+    std::vector<float> scratch(static_cast<size_t>(p.kv_len) + 8, kSentinel);
+    fn(p.q.data(), p.k.data(), p.stride, values.data(), p.stride, p.kv_len, p.head_dim, p.scale, p.mask(), out.data(),
+       scratch.data());
+    for (size_t i = static_cast<size_t>(p.head_dim); i < out.size(); ++i) REQUIRE(out[i] == kSentinel);
+    for (size_t i = static_cast<size_t>(p.kv_len); i < scratch.size(); ++i) REQUIRE(scratch[i] == kSentinel);
+    out.resize(static_cast<size_t>(p.head_dim));
+    return out;
+}
+
+// ---------------------------------------------------------------- fixture
+
+const kiln::GgufFile& ops_fixture() {
+    static const kiln::GgufFile file =
+        kiln::GgufFile::open(kiln::test::fixtures_dir() / "ops" / "ops_reference.gguf");
+    return file;
+}
+
+template <class T>
+std::vector<T> fixture_tensor(const std::string& name, kiln::DType type, std::vector<uint64_t> dims) {
+    const kiln::GgufTensor& t = ops_fixture().get_tensor(name);
+    INFO("fixture tensor " << name);
+    REQUIRE(t.type == type);
+    REQUIRE(t.dims == dims);
+    std::vector<T> v(t.elements);
+    REQUIRE(t.data.size() == v.size() * sizeof(T));
+    std::memcpy(v.data(), t.data.data(), t.data.size());
+    return v;
+}
+
+}  // namespace
+
+TEST_CASE("attention: fast matches the double-precision reference on odd shapes and masks",
+          "[kernels][attention]") {
+    Rng rng(42);
+    Worst worst{"attend fast vs ref"};
+    for (int64_t head_dim : {1, 3, 8, 16, 64, 65, 128}) {
+        for (int64_t kv_len : {1, 2, 17, 100, 2048}) {
+            for (Mask mask : {Mask::none, Mask::random, Mask::all_masked, Mask::only_last}) {
+                for (float v_mean : {0.0f, 1.0f}) {  // 1: values of one sign, the hard case for the value sum
+                    INFO("head_dim=" << head_dim << " kv_len=" << kv_len << " mask=" << mask_name(mask)
+                                     << " v_mean=" << v_mean);
+                    const Problem p = make_problem(rng, head_dim, kv_len, mask, v_mean);
+                    const std::vector<float> fast = run(k::attend, p, p.v);
+                    const std::vector<float> ref = run(k::ref::attend, p, p.v);
+                    if (mask == Mask::all_masked) {  // zeros, not NaN
+                        for (int64_t d = 0; d < head_dim; ++d) REQUIRE((fast[d] == 0.0f && ref[d] == 0.0f));
+                        continue;
+                    }
+                    if (mask == Mask::only_last) {  // one key has weight exactly 1: out is its value row
+                        const float* v_last = p.v.data() + static_cast<size_t>(kv_len - 1) * p.stride;
+                        for (int64_t d = 0; d < head_dim; ++d) REQUIRE((fast[d] == v_last[d] && ref[d] == v_last[d]));
+                        continue;
+                    }
+                    std::vector<float> abs_v(p.v.size());
+                    for (size_t i = 0; i < p.v.size(); ++i) abs_v[i] = std::fabs(p.v[i]);
+                    const std::vector<float> magnitude = run(k::ref::attend, p, abs_v);  // Σ p_j |v_j[d]|
+                    for (int64_t d = 0; d < head_dim; ++d) worst.add(d, fast[d], ref[d], 1e-6 * magnitude[d]);
+                    REQUIRE_WITHIN(worst);
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("attention: scale is applied to the scores before the softmax", "[kernels][attention]") {
+    // Scores (1, 0) * ln 3 give weights (3/4, 1/4): out = 3/4 (4, 0) + 1/4 (0, 8) = (3, 2).
+    const float q[2] = {1.0f, 0.0f};
+    const float keys[4] = {1.0f, 0.0f, 0.0f, 1.0f};
+    const float values[4] = {4.0f, 0.0f, 0.0f, 8.0f};
+    const float scale = static_cast<float>(std::log(3.0));
+    for (AttendFn fn : {AttendFn{k::attend}, AttendFn{k::ref::attend}}) {
+        float out[2], scratch[2];
+        fn(q, keys, 2, values, 2, 2, 2, scale, nullptr, out, scratch);
+        CHECK(out[0] == Approx(3.0).epsilon(1e-6));
+        CHECK(out[1] == Approx(2.0).epsilon(1e-6));
+        const uint8_t first_only[2] = {1, 0};
+        fn(q, keys, 2, values, 2, 2, 2, scale, first_only, out, scratch);
+        CHECK(out[0] == 4.0f);
+        CHECK(out[1] == 0.0f);
+    }
+}
+
+TEST_CASE("attention: large scores stay finite", "[kernels][attention]") {
+    // Scores of +-1e4 (and a 1e30-sized scale): max-subtraction keeps exp <= 1.
+    const float q[2] = {100.0f, 0.0f};
+    const float keys[6] = {100.0f, 0.0f, -100.0f, 0.0f, 99.99f, 0.0f};
+    const float values[6] = {1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f};
+    for (AttendFn fn : {AttendFn{k::attend}, AttendFn{k::ref::attend}}) {
+        for (float scale : {1.0f, 1e30f}) {
+            float out[2], scratch[3];
+            fn(q, keys, 2, values, 2, 3, 2, scale, nullptr, out, scratch);
+            REQUIRE(std::isfinite(out[0]));
+            REQUIRE(std::isfinite(out[1]));
+            if (scale == 1e30f) {  // the top key takes all the weight
+                CHECK(out[0] == 1.0f);
+                CHECK(out[1] == 2.0f);
+            }
+        }
+    }
+}
+
+TEST_CASE("attention fixture: grouped-query causal attention with padding matches PyTorch",
+          "[kernels][attention][fixture]") {
+    const struct {
+        const char* name;
+        uint64_t n_head, n_kv_head, head_dim, kv_len, n_q;
+    } cases[] = {{"attn_gqa4", 8, 4, 64, 11, 11}, {"attn_gqa2", 8, 2, 12, 9, 5}};
+    for (const auto& c : cases) {
+        const std::string name = c.name;
+        using kiln::DType;
+        const auto q = fixture_tensor<float>(name + ".q", DType::F32, {c.head_dim, c.n_head, c.n_q});
+        const auto keys = fixture_tensor<float>(name + ".k", DType::F32, {c.head_dim, c.n_kv_head, c.kv_len});
+        const auto values = fixture_tensor<float>(name + ".v", DType::F32, {c.head_dim, c.n_kv_head, c.kv_len});
+        const auto pos = fixture_tensor<int32_t>(name + ".pos", DType::I32, {c.n_q});
+        const auto mask32 = fixture_tensor<int32_t>(name + ".mask", DType::I32, {c.kv_len});
+        const auto want = fixture_tensor<float>(name + ".out", DType::F32, {c.head_dim, c.n_head, c.n_q});
+        const float scale = static_cast<float>(ops_fixture().get_number("kiln.fixture." + name + ".scale"));
+        std::vector<uint8_t> mask(mask32.begin(), mask32.end());
+
+        const size_t row = c.n_kv_head * c.head_dim;  // one position's keys, all kv heads
+        const uint64_t group = c.n_head / c.n_kv_head;
+        Worst wf{name + " fast vs torch"}, wr{name + " ref vs torch"};
+        std::vector<float> fast(c.head_dim), ref(c.head_dim), scratch(c.kv_len);
+        for (uint64_t t = 0; t < c.n_q; ++t) {
+            const int64_t kv_len = pos[t] + 1;  // causal: a query sees keys 0..pos
+            for (uint64_t h = 0; h < c.n_head; ++h) {
+                const float* qh = q.data() + (t * c.n_head + h) * c.head_dim;
+                const size_t kv_off = (h / group) * c.head_dim;  // query head h reads kv head h / group
+                const auto hd = static_cast<int64_t>(c.head_dim);
+                k::attend(qh, keys.data() + kv_off, row, values.data() + kv_off, row, kv_len, hd, scale, mask.data(),
+                          fast.data(), scratch.data());
+                k::ref::attend(qh, keys.data() + kv_off, row, values.data() + kv_off, row, kv_len, hd, scale,
+                               mask.data(), ref.data(), scratch.data());
+                for (uint64_t d = 0; d < c.head_dim; ++d) {
+                    const size_t i = (t * c.n_head + h) * c.head_dim + d;
+                    const double allowed = 1e-5 * std::max(1.0, std::fabs(static_cast<double>(want[i])));
+                    wf.add(static_cast<int64_t>(i), fast[d], want[i], allowed);
+                    wr.add(static_cast<int64_t>(i), ref[d], want[i], allowed);
+                }
+            }
+        }
+        REQUIRE_WITHIN(wf);
+        REQUIRE_WITHIN(wr);
+    }
+}

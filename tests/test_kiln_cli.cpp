@@ -1,0 +1,92 @@
+// `kiln` as a user runs it: greedy text equal to the PyTorch reference's,
+// reproducible sampling, and one clear line for every kind of bad input.
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include "formats/gguf/gguf_file.h"
+#include "support/paths.h"
+#include "support/run_tool.h"
+#include "support/sample_gguf.h"
+
+using namespace kiln;
+using test::shell_quote;
+
+namespace {
+
+std::string model_path() { return (test::shared_models_dir() / "stories260K.gguf").string(); }
+
+test::ToolRun kiln_run(const std::string& args) {
+    return test::run_tool("kiln", fmt::format("-m {} {}", shell_quote(model_path()), args));
+}
+
+void require_one_line_error(const test::ToolRun& run, int status, std::string_view fragment) {
+    INFO("stderr: " << run.err);
+    CHECK(run.status == status);
+    CHECK(run.out.empty());
+    REQUIRE(!run.err.empty());
+    CHECK(run.err.find('\n') == run.err.size() - 1);
+    CHECK(run.err.find(fragment) != std::string::npos);
+}
+
+}  // namespace
+
+TEST_CASE("kiln --temp 0 prints the prompt and the reference's greedy continuation", "[cli][llama]") {
+    const GgufFile ref = GgufFile::open(test::fixtures_dir() / "llama" / "stories260K_reference.gguf");
+    for (int p : {0, 1, 2, 4}) {
+        // The reference decodes with the tokenizer's leading space; a user types the prompt without it.
+        std::string prompt = ref.get_string(fmt::format("p{}.text", p));
+        if (!prompt.empty() && prompt[0] == ' ') prompt.erase(0, 1);
+        std::string continuation = ref.get_string(fmt::format("p{}.greedy_text", p));
+        if (prompt.empty()) continuation.erase(0, 1);  // the first word of the text carries no space
+        const auto run = kiln_run(fmt::format("-p {} -n 100 --temp 0 -c 256 -t 2", shell_quote(prompt)));
+        INFO("prompt " << p << ": " << run.err);
+        REQUIRE(run.status == 0);
+        CHECK(run.out == prompt + continuation + "\n");
+        CHECK(run.err.find("generation 100 tokens") != std::string::npos);
+    }
+}
+
+TEST_CASE("the same seed and flags give the same text", "[cli][llama]") {
+    const std::string args = "-p 'Once upon a time' -n 48 --seed 7 --temp 1.0 --top-k 20 --top-p 0.9 -t 1";
+    const auto a = kiln_run(args);
+    const auto b = kiln_run(args);
+    REQUIRE(a.status == 0);
+    CHECK(a.out == b.out);
+    const auto c = kiln_run("-p 'Once upon a time' -n 48 --seed 8 --temp 1.0 --top-k 20 --top-p 0.9 -t 2");
+    CHECK(c.out != a.out);
+    CHECK(a.err.find("seed 7") != std::string::npos);
+}
+
+TEST_CASE("kiln refuses bad input with one line and the right status", "[cli][llama]") {
+    test::TempDir dir;
+    require_one_line_error(test::run_tool("kiln", "-p hi"), 2, "a model is required");
+    require_one_line_error(test::run_tool("kiln", "-m " + shell_quote((dir.path() / "missing.gguf").string())), 1,
+                           "cannot open");
+    require_one_line_error(kiln_run("--frobnicate"), 2, "unknown argument '--frobnicate'");
+    require_one_line_error(kiln_run("--temp hot"), 2, "--temp expects a number, got 'hot'");
+    require_one_line_error(kiln_run("-n -5"), 2, "-n must be between 0 and");
+    require_one_line_error(kiln_run("-t 0"), 2, "-t must be between 1 and 1024");
+    require_one_line_error(kiln_run("-n"), 2, "-n needs a value");
+    require_one_line_error(kiln_run("-p 'Once upon a time there was a dog' -c 4"), 1,
+                           "longer than the context of 4");
+    require_one_line_error(kiln_run("-p 'Once upon a time' -c 64 -n 100"), 1, "do not fit the context of 64");
+    require_one_line_error(kiln_run("-p " + shell_quote("abc\xff\xfe")), 1, "not valid UTF-8");
+    const auto gpt2 = (test::shared_models_dir() / "vocab" / "ggml-vocab-gpt-2.gguf").string();
+    require_one_line_error(test::run_tool("kiln", "-m " + shell_quote(gpt2)), 1,
+                           "architecture 'gpt2' is not supported by kiln yet");
+    const auto vocab_only = (test::shared_models_dir() / "vocab" / "ggml-vocab-llama-spm.gguf").string();
+    require_one_line_error(test::run_tool("kiln", "-m " + shell_quote(vocab_only)), 1, "is missing");
+    const auto cut = dir.path() / "cut.gguf";
+    const auto bytes = test::read_file(model_path());
+    test::write_file(cut, std::span(bytes).first(bytes.size() / 2));
+    require_one_line_error(test::run_tool("kiln", "-m " + shell_quote(cut.string())), 1, "past the end of the file");
+}
+
+TEST_CASE("-n 0 prints the prompt only; an empty prompt starts from BOS", "[cli][llama]") {
+    const auto none = kiln_run("-p 'Once upon a time' -n 0");
+    REQUIRE(none.status == 0);
+    CHECK(none.out == "Once upon a time\n");
+    const auto from_bos = kiln_run("-n 8 --temp 0");
+    REQUIRE(from_bos.status == 0);
+    CHECK(from_bos.out.rfind("Once upon a time", 0) == 0);
+}
