@@ -15,9 +15,12 @@
 namespace kiln {
 
 namespace {
-// About 20-50 µs of pause instructions: longer than any barrier inside a graph
-// run on an idle machine, short enough that idle workers soon stop burning a core.
-constexpr int kSpinIterations = 1 << 14;
+// A few microseconds of pause instructions (a pause is 10-140 cycles depending
+// on the CPU): enough for a barrier between nodes on an idle machine.
+constexpr int kSpinIterations = 1 << 9;
+// Then yield the core: when there are more runnable threads than cores, the
+// thread we wait for may need exactly this core to make progress.
+constexpr int kYieldIterations = 1 << 8;
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
@@ -36,6 +39,10 @@ void ThreadPool::wait_until_changed(std::atomic<uint64_t>& word, uint64_t seen) 
     for (int i = 0; i < kSpinIterations; ++i) {
         if (word.load(std::memory_order_acquire) != seen) return;
         KILN_CPU_RELAX();
+    }
+    for (int i = 0; i < kYieldIterations; ++i) {
+        if (word.load(std::memory_order_acquire) != seen) return;
+        std::this_thread::yield();
     }
     while (word.load(std::memory_order_acquire) == seen) word.wait(seen, std::memory_order_acquire);
 }
