@@ -2,12 +2,11 @@
 #include <fmt/format.h>
 
 #include <cstdio>
-#include <exception>
 #include <string_view>
 #include <vector>
 
 #include "convert/inspect.h"
-#include "engine/core/error.h"
+#include "tools/common/cli.h"
 
 namespace {
 
@@ -24,12 +23,9 @@ exit status: 0 on success, 1 when a file cannot be read or is malformed,
 2 on a usage error.
 )";
 
-struct UsageError {
-    std::string message;
-};
-
 int run(const std::vector<std::string_view>& args) {
-    if (args.empty()) throw UsageError{"expected a command (try --help)"};
+    using kiln::cli::usage_error;
+    if (args.empty()) usage_error("expected a command");
     if (args[0] == "-h" || args[0] == "--help") {
         fmt::print("{}", kUsage);
         return 0;
@@ -39,27 +35,16 @@ int run(const std::vector<std::string_view>& args) {
             fmt::print("{}", kUsage);
             return 0;
         }
-        if (args.size() != 2) throw UsageError{"inspect takes exactly one FILE"};
+        if (args.size() != 2) usage_error("inspect takes exactly one FILE");
         kiln::convert::inspect(std::filesystem::path(args[1]), stdout);
         return 0;
     }
-    throw UsageError{fmt::format("unknown command '{}' (try --help)", args[0])};
+    usage_error("unknown command '{}'", args[0]);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::vector<std::string_view> args(argv + 1, argv + argc);
-    try {
-        return run(args);
-    } catch (const UsageError& e) {
-        fmt::print(stderr, "kiln-convert: {}\n", e.message);
-        return 2;
-    } catch (const kiln::Error& e) {
-        fmt::print(stderr, "kiln-convert: {}\n", e.what());
-        return 1;
-    } catch (const std::exception& e) {
-        fmt::print(stderr, "kiln-convert: unexpected error: {}\n", e.what());
-        return 1;
-    }
+    const std::vector<std::string_view> args(argv + 1, argv + argc);
+    return kiln::cli::run_tool("kiln-convert", [&] { return run(args); });
 }
