@@ -100,60 +100,55 @@ size_t row_bytes_of(DType type, int64_t ne0) {
     return static_cast<size_t>(*bytes);
 }
 
-NodeId Graph::input(std::string name, DType type, Shape shape) {
+Node Graph::leaf(OpKind op, std::string name, DType type, Shape shape) {
     Node n;
-    n.op = OpKind::Input;
+    n.op = op;
     n.type = type;
     n.shape = shape;
     n.name = std::move(name);
     n.row_bytes = row_bytes_of(type, shape.ne[0]);
     n.bytes = bytes_of(type, shape);
+    return n;
+}
+
+NodeId Graph::push(Node node) {
+    nodes_.push_back(std::move(node));
+    return static_cast<NodeId>(nodes_.size() - 1);
+}
+
+NodeId Graph::input(std::string name, DType type, Shape shape) {
+    Node n = leaf(OpKind::Input, std::move(name), type, shape);
     input_buffers_.push_back(std::make_unique<std::byte[]>(n.bytes + kAlignment));
     auto address = reinterpret_cast<uintptr_t>(input_buffers_.back().get());
     n.data = input_buffers_.back().get() + (kAlignment - address % kAlignment) % kAlignment;
-    nodes_.push_back(std::move(n));
-    return static_cast<NodeId>(nodes_.size() - 1);
+    return push(std::move(n));
 }
 
 NodeId Graph::weight(std::string name, DType type, Shape shape, const void* data) {
-    Node n;
-    n.op = OpKind::Weight;
-    n.type = type;
-    n.shape = shape;
-    n.name = std::move(name);
-    n.row_bytes = row_bytes_of(type, shape.ne[0]);
-    n.bytes = bytes_of(type, shape);
+    Node n = leaf(OpKind::Weight, std::move(name), type, shape);
     // Weights are never written: the executor only reads through this pointer.
     n.data = const_cast<std::byte*>(static_cast<const std::byte*>(data));
-    nodes_.push_back(std::move(n));
-    return static_cast<NodeId>(nodes_.size() - 1);
+    return push(std::move(n));
 }
 
 NodeId Graph::state(std::string name, DType type, Shape shape, void* data) {
-    NodeId id = weight(std::move(name), type, shape, data);
-    nodes_.back().op = OpKind::State;
-    return id;
+    Node n = leaf(OpKind::State, std::move(name), type, shape);
+    n.data = static_cast<std::byte*>(data);
+    return push(std::move(n));
 }
 
 NodeId Graph::add(OpKind op, DType type, Shape shape, std::initializer_list<NodeId> src, OpParams params) {
     if (planned_) fail("graph", "cannot add {} to a graph that is already planned", op_name(op));
     if (src.size() > kMaxSources) fail("graph", "{}: {} sources (at most {})", op_name(op), src.size(), kMaxSources);
-    Node n;
+    Node n = leaf(op, op_name(op), type, shape);
     size_t slot = 0;
     for (NodeId s : src) {
         if (s != kNoNode && (s < 0 || static_cast<size_t>(s) >= nodes_.size()))
             fail("graph", "{}: source node {} does not exist", op_name(op), s);
         n.src[slot++] = s;
     }
-    n.op = op;
-    n.type = type;
-    n.shape = shape;
     n.params = params;
-    n.name = op_name(op);
-    n.row_bytes = row_bytes_of(type, shape.ne[0]);
-    n.bytes = bytes_of(type, shape);
-    nodes_.push_back(std::move(n));
-    return static_cast<NodeId>(nodes_.size() - 1);
+    return push(std::move(n));
 }
 
 size_t Graph::unplanned_bytes() const noexcept {

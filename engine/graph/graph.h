@@ -133,6 +133,9 @@ public:
     size_t unplanned_bytes() const noexcept;
 
 private:
+    static Node leaf(OpKind op, std::string name, DType type, Shape shape);
+    NodeId push(Node node);
+
     std::vector<Node> nodes_;
     std::vector<std::unique_ptr<std::byte[]>> input_buffers_;
     std::unique_ptr<std::byte[], void (*)(std::byte*)> arena_{nullptr, [](std::byte*) {}};
