@@ -108,8 +108,8 @@ SpmTokenizer::SpmTokenizer(const GgufFile& file) {
         fail(kComponent, "{}: metadata key 'tokenizer.ggml.model' has type {} (expected str)", file.name(),
              gguf_type_name(model.type()));
     if (*model_name != "llama")
-        fail(kComponent, "{}: tokenizer.ggml.model is '{}', but this tokenizer reads 'llama' (SentencePiece) vocabularies",
-             file.name(), printable(*model_name));
+        fail(kComponent, "{}: tokenizer.ggml.model is '{}', but this tokenizer reads 'llama' (SentencePiece) "
+             "vocabularies", file.name(), printable(*model_name));
 
     const GgufArray& tokens = require_array(file, "tokenizer.ggml.tokens", "str",
                                             [](GgufType t) { return t == GgufType::STRING; });

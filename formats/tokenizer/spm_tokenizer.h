@@ -17,9 +17,9 @@
 // unused and byte tokens are never the result of a merge, so text that spells
 // "<s>" or "<0x41>" stays text (sentencepiece's rule; llama.cpp would also
 // allow such merges, which makes no difference on LLaMA vocabularies, where no
-// such token can be assembled from two pieces). User-defined tokens are not
-// cut out of the text before merging, as llama.cpp does; they take part in
-// merges like normal pieces.
+// such token can be assembled from two pieces). Unlike llama.cpp, kiln does
+// not cut user-defined tokens out of the text before merging; they take part
+// in merges like normal pieces (LLaMA vocabularies have none).
 //
 // Step 3 keeps the symbols in a linked list and the candidate pairs in a
 // priority queue; pairs invalidated by an earlier merge are skipped when they
@@ -34,10 +34,12 @@
 // UTF-8 characters: stream them through Utf8Stream), the unknown token
 // U+2585 "▅" (as llama.cpp shows it), control and unused tokens nothing.
 // decode() from the start of a text drops one leading space from the first
-// non-empty piece: the one add_space_prefix put there. Because exactly one
-// is dropped, decode(encode(s)) == s also for text that starts with spaces
-// (encode(" a") is "▁▁a", decoded " a"), for every s that holds no "▁" itself
-// (a "▁" in the input is indistinguishable from a space after encoding).
+// non-empty piece: the one add_space_prefix put there (llama.cpp does the
+// same). Because exactly one is dropped, decode(encode(s)) == s also for text
+// that starts with spaces (encode(" a") is "▁▁a", decoded " a"), for every s
+// that holds no "▁" itself (after encoding, a "▁" in the input cannot be told
+// from a space), given a vocabulary with "▁" as a piece (otherwise the prefix
+// itself takes byte fallback and decodes as "▁").
 #include <array>
 #include <cstdint>
 #include <span>

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes tests/fixtures/tokenizer/llama-spm.txt and stories260K.txt: expected
+r"""Writes tests/fixtures/tokenizer/llama-spm.txt and stories260K.txt: expected
 token ids for kiln's SentencePiece-style tokenizer (formats/tokenizer/spm_tokenizer.cpp).
 
 How it was run (plain Python 3, no third-party modules; the models sit beside the
@@ -29,8 +29,13 @@ a priority queue over a linked list instead, so the two are independent.
 
 Fixture format, one case per line, '#' lines are comments:
     "<escaped text>"<TAB><ids of encode(text, add_bos=true), space-separated>
-The text is UTF-8 between double quotes; inside them \\\\, \\", \\n, \\t, \\r and
-\\xNN (any other byte below 0x20, 0x7f, and bytes of invalid UTF-8) are escapes.
+The text is UTF-8 between double quotes; inside them \\, \", \n, \t, \r and
+\xNN (any other byte below 0x20, 0x7f, and bytes of invalid UTF-8) are escapes.
+
+Before writing, the script checks itself against published ids (see __main__:
+the LLaMA tokenizer's, as llama.cpp's tests list them, and stories260K's
+"Once upon a time") and stops if any differ. Re-running it reproduces the
+committed fixtures byte for byte.
 """
 import os
 import struct
