@@ -94,6 +94,22 @@ struct FloatArch<Avx2> {
                 }
         }
     }
+
+    static void pack_tokens(const std::byte* x, size_t x_stride, int nt, int64_t k, float* xp) noexcept {
+        static_assert(kTileTokens <= 8);
+        const __m256i tile =
+            _mm256_cmpgt_epi32(_mm256_set1_epi32(kTileTokens), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        const auto row = [&](int t) { return reinterpret_cast<const float*>(x + t * x_stride); };
+        int64_t kk = 0;
+        for (; kk + 8 <= k; kk += 8) {
+            __m256 v[8];
+            for (int t = 0; t < 8; ++t) v[t] = t < nt ? _mm256_loadu_ps(row(t) + kk) : _mm256_setzero_ps();
+            transpose8(v);
+            for (int j = 0; j < 8; ++j) _mm256_maskstore_ps(xp + (kk + j) * kTileTokens, tile, v[j]);
+        }
+        for (; kk < k; ++kk)
+            for (int t = 0; t < kTileTokens; ++t) xp[kk * kTileTokens + t] = t < nt ? row(t)[kk] : 0.0f;
+    }
 };
 
 namespace {
@@ -198,6 +214,9 @@ void quant_tile(int64_t nb, const std::byte* w, size_t w_stride, const std::byte
     for (int64_t b = 0; b < nb; ++b) {
         for (int r = 0; r < R; ++r) {
             const std::byte* blk = wr[r] + b * BB;
+            // The next tile's row r at this block (see matmul_float_simd.h).
+            __builtin_prefetch(blk + R * static_cast<int64_t>(w_stride), 0, 3);
+            __builtin_prefetch(blk + R * static_cast<int64_t>(w_stride) + BB - 1, 0, 3);
             const __m256i wv = load_codes<W>(blk);
             const __m256i aw = _mm256_sign_epi8(wv, wv);
             const float dw = half_at(blk);

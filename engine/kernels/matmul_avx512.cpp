@@ -98,6 +98,21 @@ struct FloatArch<Avx512> {
                 }
         }
     }
+
+    static void pack_tokens(const std::byte* x, size_t x_stride, int nt, int64_t k, float* xp) noexcept {
+        static_assert(kTileTokens <= 16);
+        constexpr __mmask16 kTile = (1u << kTileTokens) - 1u;
+        const auto row = [&](int t) { return reinterpret_cast<const float*>(x + t * x_stride); };
+        int64_t kk = 0;
+        for (; kk + 16 <= k; kk += 16) {
+            __m512 v[16];
+            for (int t = 0; t < 16; ++t) v[t] = t < nt ? _mm512_loadu_ps(row(t) + kk) : _mm512_setzero_ps();
+            transpose16(v);
+            for (int j = 0; j < 16; ++j) _mm512_mask_storeu_ps(xp + (kk + j) * kTileTokens, kTile, v[j]);
+        }
+        for (; kk < k; ++kk)
+            for (int t = 0; t < kTileTokens; ++t) xp[kk * kTileTokens + t] = t < nt ? row(t)[kk] : 0.0f;
+    }
 };
 
 namespace {

@@ -10,12 +10,14 @@
 // therefore exact, as in the scalar set; only the float sum over blocks is
 // ordered differently.
 //
-// Decode (few tokens) streams the weights once, two blocks per 512-bit vector
-// and kDotRows rows at a time; the activation blocks are pre-arranged once per
-// call (codes, per-lane correction, per-lane scale) so the inner loop is a load,
-// an offset, vpdpbusd, a convert and two multiplies per row and pair of blocks.
-// Weight scales are gathered 16 blocks at a time and broadcast per pair with a
-// permute instead of being converted one by one.
+// Decode (few tokens) streams the weights once, kDotRows rows at a time, in
+// units that fill a 512-bit vector (2 Q8_0 blocks, or 4 Q4_0 blocks as low and
+// high nibbles); the activation blocks are pre-arranged once per call to match
+// (codes, per-lane correction, per-lane scale), so per row and unit the inner
+// loop is the loads and inserts, the offset or nibble masks, vpdpbusd, one
+// convert, one permute and one FMA. Weight scales are gathered 16 blocks at a
+// time (and, for one token, multiplied by its 16 scales) and spread to each
+// unit's lanes with that permute instead of being converted one by one.
 //
 // Prompt processing (many tokens) runs a GEMM with rows in lanes: a panel of 32
 // weight rows is packed per block as eight 4-byte quads x 16 rows (the u8 side)
@@ -42,7 +44,6 @@
 #include <cstring>
 #include <utility>
 
-#include "engine/core/half.h"
 
 namespace kiln::kernels::detail {
 namespace {
@@ -61,57 +62,130 @@ inline float half_at(const std::byte* p) noexcept {
 
 constexpr int kDotRows = 4;
 constexpr int kDotTokens = 4;
-// Per token and pair of blocks: codes (64 B), correction (16 x i32), scale (16 x f32).
-constexpr int64_t kPairBytes = 192;
 
-// Arranges one prepared activation row for the decode kernel. The correction
-// cancels the offset the weight side carries: Q8_0 weights are offset by 128
-// (spread over the 8 lanes of a block: 16 per lane), Q4_0 codes by 8 (1 per lane).
+// The decode kernel works on units of blocks that fill one 512-bit vector of
+// int32 lanes, each lane belonging to one block:
+//  * Q8_0: 2 blocks, 8 lanes each: [codes of block 0 | codes of block 1].
+//  * Q4_0: 4 blocks, 4 lanes each, as two vectors: the low nibbles (elements
+//    0-15) of the 4 blocks side by side, and the high nibbles (16-31). Both
+//    vpdpbusd into the same lanes, and the nibbles need no interleaving: a
+//    block's 16 code bytes are loaded once and masked / shifted.
+// Activations are arranged per unit to match: the codes in the same lane
+// order, a per-lane correction (-offset * block sum / lanes per block) and a
+// per-lane scale; then, after all units, the block scales once more, one float
+// per block padded to a multiple of 16 (the one-token kernel folds them into
+// the weight scales).
 template <DType W>
-void arrange_pairs(const std::byte* x, int64_t nb, std::byte* dst) noexcept {
-    constexpr int32_t kPerLane = W == DType::Q8_0 ? 16 : 1;
-    const __m512i ones = _mm512_set1_epi8(1);
-    for (int64_t j = 0; 2 * j < nb; ++j) {
-        const std::byte* b0 = x + 2 * j * kXBlockBytes;
-        const bool two = 2 * j + 1 < nb;
-        const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b0 + 2));
-        const __m256i hi = two ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b0 + kXBlockBytes + 2))
-                               : _mm256_setzero_si256();
-        const __m512i codes = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-        const __m512i sums4 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, codes);  // sums of 4 codes
-        const int32_t s0 = _mm512_mask_reduce_add_epi32(0x00FF, sums4);
-        const int32_t s1 = _mm512_mask_reduce_add_epi32(0xFF00, sums4);
-        const __m512i corr =
-            _mm512_mask_blend_epi32(0xFF00, _mm512_set1_epi32(-kPerLane * s0), _mm512_set1_epi32(-kPerLane * s1));
-        const __m512 scale = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(half_at(b0)),
-                                                  _mm512_set1_ps(two ? half_at(b0 + kXBlockBytes) : 0.0f));
-        std::byte* d = dst + j * kPairBytes;
-        _mm512_store_si512(d, codes);
-        _mm512_store_si512(d + 64, corr);
-        _mm512_store_ps(d + 128, scale);
-    }
+struct DotUnit {
+    static constexpr int64_t kBlocks = W == DType::Q8_0 ? 2 : 4;
+    static constexpr int64_t kCodeVectors = W == DType::Q8_0 ? 1 : 2;
+    static constexpr int64_t kCorr = kCodeVectors * 64, kScale = kCorr + 64, kBytes = kScale + 64;
+    // Weight codes are offset to unsigned by 128 (Q8_0) or 8 (Q4_0), spread
+    // over the lanes of a block.
+    static constexpr int32_t kCorrPerLane = W == DType::Q8_0 ? 128 / 8 : 8 / 4;
+};
+
+template <DType W>
+inline int64_t units_bytes(int64_t nb) noexcept {
+    return (nb + DotUnit<W>::kBlocks - 1) / DotUnit<W>::kBlocks * DotUnit<W>::kBytes;
+}
+template <DType W>
+inline int64_t arranged_row_bytes(int64_t nb) noexcept {
+    return units_bytes<W>(nb) + static_cast<int64_t>(round_up(static_cast<size_t>(nb), 16)) * 4;
 }
 
-// Two consecutive weight blocks (the second absent when `two` is false) as the
-// u8 operand: codes + 128 for Q8_0, the raw 4-bit codes for Q4_0.
+// The 16 codes of half `h` (0: elements 0-15, 1: 16-31) of an activation block,
+// or zeros past the end of the row.
+inline __m128i x_half(const std::byte* x, int64_t nb, int64_t b, int h) noexcept {
+    return b < nb ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + b * kXBlockBytes + 2 + 16 * h))
+                  : _mm_setzero_si128();
+}
+
 template <DType W>
-inline __m512i load_weight_pair(const std::byte* p, bool two) noexcept {
-    if constexpr (W == DType::Q8_0) {
-        const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2));
-        const __m256i hi = two ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 36)) : _mm256_setzero_si256();
-        return _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), _mm512_set1_epi8(-128));
-    } else {
-        // Each 16-byte block expands to [low nibbles = elements 0..15, high
-        // nibbles = elements 16..31]: broadcast it into two 128-bit lanes and
-        // shift the second lane's 16-bit words right by 4 before masking.
-        const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2));
-        const __m128i q1 = two ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 20)) : _mm_setzero_si128();
-        const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_broadcastsi128_si256(q0)),
-                                                _mm256_broadcastsi128_si256(q1), 1);
-        const __m512i shifts = _mm512_set_epi64(0x0004000400040004, 0x0004000400040004, 0, 0, 0x0004000400040004,
-                                                0x0004000400040004, 0, 0);
-        return _mm512_and_si512(_mm512_srlv_epi16(both, shifts), _mm512_set1_epi8(0x0F));
+void arrange_units(const std::byte* x, int64_t nb, std::byte* dst) noexcept {
+    using U = DotUnit<W>;
+    const __m512i ones = _mm512_set1_epi8(1);
+    for (int64_t u = 0; u * U::kBlocks < nb; ++u) {
+        const int64_t b0 = u * U::kBlocks;
+        std::byte* d = dst + u * U::kBytes;
+        __m512i corr;
+        __m512 scale;
+        const auto dx = [&](int64_t b) { return b < nb ? half_at(x + b * kXBlockBytes) : 0.0f; };
+        if constexpr (W == DType::Q8_0) {
+            const __m256i lo = _mm256_set_m128i(x_half(x, nb, b0, 1), x_half(x, nb, b0, 0));
+            const __m256i hi = _mm256_set_m128i(x_half(x, nb, b0 + 1, 1), x_half(x, nb, b0 + 1, 0));
+            const __m512i codes = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+            _mm512_store_si512(d, codes);
+            const __m512i sums4 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, codes);  // sums of 4 codes
+            const int32_t s0 = _mm512_mask_reduce_add_epi32(0x00FF, sums4);
+            const int32_t s1 = _mm512_mask_reduce_add_epi32(0xFF00, sums4);
+            corr = _mm512_mask_blend_epi32(0xFF00, _mm512_set1_epi32(-U::kCorrPerLane * s0),
+                                           _mm512_set1_epi32(-U::kCorrPerLane * s1));
+            scale = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(dx(b0)), _mm512_set1_ps(dx(b0 + 1)));
+        } else {
+            __m512i halves[2];
+            for (int h = 0; h < 2; ++h) {
+                const __m256i a = _mm256_set_m128i(x_half(x, nb, b0 + 1, h), x_half(x, nb, b0, h));
+                const __m256i b = _mm256_set_m128i(x_half(x, nb, b0 + 3, h), x_half(x, nb, b0 + 2, h));
+                halves[h] = _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1);
+                _mm512_store_si512(d + 64 * h, halves[h]);
+            }
+            // Sums of 8 codes per lane, then the total of each 4-lane block in every lane.
+            __m512i sums = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, halves[0]), ones,
+                                               halves[1]);
+            sums = _mm512_add_epi32(sums, _mm512_shuffle_epi32(sums, _MM_PERM_CDAB));
+            sums = _mm512_add_epi32(sums, _mm512_shuffle_epi32(sums, _MM_PERM_BADC));
+            corr = _mm512_mullo_epi32(sums, _mm512_set1_epi32(-U::kCorrPerLane));
+            scale = _mm512_setr_ps(dx(b0), dx(b0), dx(b0), dx(b0), dx(b0 + 1), dx(b0 + 1), dx(b0 + 1), dx(b0 + 1),
+                                   dx(b0 + 2), dx(b0 + 2), dx(b0 + 2), dx(b0 + 2), dx(b0 + 3), dx(b0 + 3), dx(b0 + 3),
+                                   dx(b0 + 3));
+        }
+        _mm512_store_si512(d + U::kCorr, corr);
+        _mm512_store_ps(d + U::kScale, scale);
     }
+    auto* scales = reinterpret_cast<float*>(dst + units_bytes<W>(nb));
+    for (int64_t b = 0; b < static_cast<int64_t>(round_up(static_cast<size_t>(nb), 16)); ++b)
+        scales[b] = b < nb ? half_at(x + b * kXBlockBytes) : 0.0f;
+}
+
+// One unit of weight blocks as the u8 operand(s); `present` blocks exist.
+template <DType W>
+struct WeightUnit {
+    __m512i v[DotUnit<W>::kCodeVectors];
+};
+
+template <DType W>
+inline WeightUnit<W> load_weight_unit(const std::byte* p, int64_t present) noexcept {
+    WeightUnit<W> u;
+    if constexpr (W == DType::Q8_0) {
+        // Codes + 128: flipping the sign bit.
+        const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2));
+        const __m256i hi =
+            present > 1 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 36)) : _mm256_setzero_si256();
+        u.v[0] = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), _mm512_set1_epi8(-128));
+    } else {
+        const auto q = [&](int64_t i) {
+            return i < present ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i * 18 + 2))
+                               : _mm_setzero_si128();
+        };
+        const __m256i a = _mm256_inserti128_si256(_mm256_castsi128_si256(q(0)), q(1), 1);
+        const __m256i b = _mm256_inserti128_si256(_mm256_castsi128_si256(q(2)), q(3), 1);
+        const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1);
+        const __m512i low4 = _mm512_set1_epi8(0x0F);
+        u.v[0] = _mm512_and_si512(both, low4);
+        u.v[1] = _mm512_and_si512(_mm512_srli_epi16(both, 4), low4);
+    }
+    return u;
+}
+
+// The int32 lanes of one weight unit against one arranged activation unit,
+// offset correction included: exact partial block sums.
+template <DType W>
+inline __m512i dot_unit(const WeightUnit<W>& wu, const std::byte* xu) noexcept {
+    __m512i p = _mm512_load_si512(xu + DotUnit<W>::kCorr);
+    for (int64_t i = 0; i < DotUnit<W>::kCodeVectors; ++i)
+        p = _mm512_dpbusd_epi32(p, wu.v[i], _mm512_load_si512(xu + 64 * i));
+    return p;
 }
 
 // out[t * out_stride + r] for R weight rows and T tokens; xa holds the arranged
@@ -119,10 +193,14 @@ inline __m512i load_weight_pair(const std::byte* p, bool two) noexcept {
 template <DType W, int R, int T>
 void quant_dot_tile(int64_t nb, const std::byte* w, size_t w_stride, const std::byte* xa, size_t xa_stride,
                     float* out, int64_t out_stride) noexcept {
+    using U = DotUnit<W>;
     constexpr int64_t BB = kBlockBytes<W>;
     const __m512i scale_offsets = _mm512_mullo_epi32(
         _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), _mm512_set1_epi32(BB));
-    const __m512i pair_lanes = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    // Lane i of a unit belongs to block (i / lanes per block) of the unit.
+    const __m512i unit_lanes = W == DType::Q8_0
+                                   ? _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0)
+                                   : _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
 
     const std::byte* wr[R];
     for (int r = 0; r < R; ++r) wr[r] = w + r * w_stride;
@@ -140,20 +218,34 @@ void quant_dot_tile(int64_t nb, const std::byte* w, size_t w_stride, const std::
             const __m512i raw =
                 _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), mask, scale_offsets, wr[r] + g0 * BB, 1);
             dw[r] = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(raw));
+            // One token: fold its 16 block scales in now, saving a multiply per unit.
+            if constexpr (T == 1) {
+                const auto* dx = reinterpret_cast<const float*>(xa + units_bytes<W>(nb));
+                dw[r] = _mm512_mul_ps(dw[r], _mm512_load_ps(dx + g0));
+            }
         }
-        for (int64_t j = 0; 2 * j < group; ++j) {
-            const int64_t b = g0 + 2 * j;
-            const bool two = b + 1 < nb;
-            const __m512i lanes = _mm512_add_epi32(pair_lanes, _mm512_set1_epi32(static_cast<int>(2 * j)));
-            const std::byte* xp = xa + (b / 2) * kPairBytes;
+        for (int64_t j = 0; j * U::kBlocks < group; ++j) {
+            const int64_t b = g0 + j * U::kBlocks;
+            const int64_t present = std::min<int64_t>(U::kBlocks, nb - b);
+            const __m512i lanes = _mm512_add_epi32(unit_lanes, _mm512_set1_epi32(static_cast<int>(j * U::kBlocks)));
+            const std::byte* xu = xa + (b / U::kBlocks) * U::kBytes;
             for (int r = 0; r < R; ++r) {
-                const __m512i wv = load_weight_pair<W>(wr[r] + b * BB, two);
+                // The next tile's row r at the same blocks (see matmul_float_simd.h):
+                // its first and last byte, since a unit may straddle 3 lines.
+                const std::byte* ahead = wr[r] + R * static_cast<int64_t>(w_stride) + b * BB;
+                __builtin_prefetch(ahead, 0, 3);
+                __builtin_prefetch(ahead + U::kBlocks * BB - 1, 0, 3);
+                const WeightUnit<W> wu = load_weight_unit<W>(wr[r] + b * BB, present);
                 const __m512 sw = _mm512_permutexvar_ps(lanes, dw[r]);
                 for (int t = 0; t < T; ++t) {
-                    const std::byte* xt = xp + t * xa_stride;
-                    const __m512i p = _mm512_dpbusd_epi32(_mm512_load_si512(xt + 64), wv, _mm512_load_si512(xt));
-                    const __m512 g = _mm512_mul_ps(_mm512_cvtepi32_ps(p), _mm512_load_ps(xt + 128));
-                    acc[r][t] = _mm512_fmadd_ps(g, sw, acc[r][t]);
+                    const std::byte* xt = xu + t * xa_stride;
+                    const __m512i p = dot_unit<W>(wu, xt);
+                    if constexpr (T == 1) {
+                        acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), sw, acc[r][t]);
+                    } else {
+                        const __m512 g = _mm512_mul_ps(_mm512_cvtepi32_ps(p), _mm512_load_ps(xt + U::kScale));
+                        acc[r][t] = _mm512_fmadd_ps(g, sw, acc[r][t]);
+                    }
                 }
             }
         }
@@ -175,11 +267,11 @@ bool quant_matmul_dot(int64_t k, const std::byte* w, size_t w_stride, int64_t r0
     static constexpr auto kFull = dot_table<W, kDotRows>(std::make_index_sequence<kDotTokens>{});
     static constexpr auto kOne = dot_table<W, 1>(std::make_index_sequence<kDotTokens>{});
     const int64_t nb = k / 32;
-    const auto row_bytes = static_cast<size_t>((nb + 1) / 2 * kPairBytes);
+    const auto row_bytes = static_cast<size_t>(arranged_row_bytes<W>(nb));
     std::byte* xa = thread_scratch(static_cast<size_t>(n_tokens) * row_bytes);
     if (xa == nullptr) return false;
     for (int64_t t = 0; t < n_tokens; ++t)
-        arrange_pairs<W>(x + t * static_cast<int64_t>(x_stride), nb, xa + t * static_cast<int64_t>(row_bytes));
+        arrange_units<W>(x + t * static_cast<int64_t>(x_stride), nb, xa + t * static_cast<int64_t>(row_bytes));
 
     for (int64_t t0 = 0; t0 < n_tokens; t0 += kDotTokens) {
         const auto nt = static_cast<size_t>(std::min<int64_t>(kDotTokens, n_tokens - t0));
@@ -221,7 +313,8 @@ void pack_token_tiles(const std::byte* x, size_t x_stride, int64_t n_tokens, int
             const __m256i codes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
             _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + kTileCodes + t * 32), codes);
             // Sum of the 32 signed codes: sum of (code + 128) over unsigned bytes, less 32 * 128.
-            const __m256i sad = _mm256_sad_epu8(_mm256_xor_si256(codes, _mm256_set1_epi8(-128)), _mm256_setzero_si256());
+            const __m256i sad =
+                _mm256_sad_epu8(_mm256_xor_si256(codes, _mm256_set1_epi8(-128)), _mm256_setzero_si256());
             const auto sum = static_cast<int32_t>(_mm256_extract_epi64(sad, 0) + _mm256_extract_epi64(sad, 1) +
                                                   _mm256_extract_epi64(sad, 2) + _mm256_extract_epi64(sad, 3)) -
                              32 * 128;
@@ -362,8 +455,10 @@ bool quant_matmul_gemm(int64_t k, const std::byte* w, size_t w_stride, int64_t r
     return true;
 }
 
-// From this many tokens on, packing pays for itself (measured with kiln-kernel-bench).
-constexpr int64_t kQuantGemmMinTokens = 8;
+// From this many tokens on the GEMM is faster even with cache-resident weights
+// (kiln-kernel-bench --sweep: at 4 tokens about 120 vs 105 GOP/s on one core),
+// and it reads streamed weights once instead of once per kDotTokens tokens.
+constexpr int64_t kQuantGemmMinTokens = 4;
 
 template <DType W>
 bool quant_matmul(int64_t k, const std::byte* w, size_t w_stride, int64_t r0, int64_t r1, const std::byte* x,

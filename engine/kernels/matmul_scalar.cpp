@@ -106,7 +106,8 @@ void scalar_matmul(DType weight_type, int64_t k, const void* w, size_t w_stride,
     const auto* xb = static_cast<const std::byte*>(x);
     for (int64_t t = 0; t < n_tokens; ++t)
         for (int64_t r = r0; r < r1; ++r)
-            out[t * out_stride + r] = dot(k, wb + r * static_cast<int64_t>(w_stride), xb + t * static_cast<int64_t>(x_stride));
+            out[t * out_stride + r] =
+                dot(k, wb + r * static_cast<int64_t>(w_stride), xb + t * static_cast<int64_t>(x_stride));
 }
 
 constexpr MatmulKernels kScalar{"scalar", scalar_prepare_row, scalar_matmul};

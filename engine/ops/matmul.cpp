@@ -10,9 +10,9 @@ using ops::detail::my_rows;
 using ops::detail::require_type;
 using ops::detail::shape_error;
 
-// Weight rows are handed out in multiples of this, so SIMD micro-kernels
-// working on several rows at once see whole tiles.
-constexpr int64_t kRowGranule = 16;
+// Weight rows are handed out in whole tiles of the SIMD micro-kernels: panels
+// of 32 rows for the batched (GEMM) path, groups of 4 rows for decode.
+int64_t row_granule(int64_t n_tokens) { return n_tokens >= 4 ? 32 : 4; }
 
 void prepare(const Graph& g, const Node& n, const ExecContext& ctx, const kernels::MatmulKernels& k) {
     const Node& x = g.node(n.src[0]);
@@ -25,9 +25,10 @@ void multiply(const Graph& g, const Node& n, const ExecContext& ctx, const kerne
     const Node& w = g.node(n.src[0]);
     const Node& x = g.node(n.src[1]);
     const int64_t m = n.shape.ne[0];
-    const int64_t granules = (m + kRowGranule - 1) / kRowGranule;
+    const int64_t granule = row_granule(n.shape.rows());
+    const int64_t granules = (m + granule - 1) / granule;
     const auto [g0, g1] = my_rows(granules, ctx);
-    const int64_t r0 = g0 * kRowGranule, r1 = std::min(m, g1 * kRowGranule);
+    const int64_t r0 = g0 * granule, r1 = std::min(m, g1 * granule);
     if (r0 >= r1) return;
     k.matmul(w.type, w.shape.ne[0], w.data, w.row_bytes, r0, r1, x.data, x.row_bytes, n.shape.rows(), n.row(0), m);
 }
