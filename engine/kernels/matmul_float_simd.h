@@ -36,16 +36,9 @@
 #include <cstring>
 #include <utility>
 
-// GCC 12 reports the deliberately undefined registers of its own AVX-512
-// intrinsics (used by xsimd) as uninitialized once inlined (GCC bug 105593).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <xsimd/xsimd.hpp>
-#pragma GCC diagnostic pop
-
 #include "engine/core/half.h"
 #include "engine/kernels/matmul_impl.h"
+#include "engine/kernels/xsimd.h"
 
 namespace kiln::kernels::detail {
 

@@ -23,14 +23,7 @@
 #include <limits>
 #include <numbers>
 
-// GCC 12 reports the deliberately undefined registers of its own AVX-512
-// intrinsics (_mm512_undefined_ps, used by xsimd) as uninitialized once they
-// are inlined here (GCC bug 105593); silence that for the xsimd headers only.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <xsimd/xsimd.hpp>
-#pragma GCC diagnostic pop
+#include "engine/kernels/xsimd.h"
 
 namespace kiln::kernels {
 
