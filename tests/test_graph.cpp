@@ -168,3 +168,62 @@ TEST_CASE("a graph is planned once and runs many times", "[graph]") {
     }
     CHECK_THROWS_WITH(ops::scale(g, x, 1.0f), Catch::Contains("already planned"));
 }
+
+TEST_CASE("attention applies the causal limit, grouped heads and a per-token padding mask", "[graph]") {
+    const int64_t heads = 4, kv_heads = 2, head_dim = 5, n_ctx = 8, n = 3;
+    auto keys = random_floats(static_cast<size_t>(kv_heads * head_dim * n_ctx), 11);
+    auto values = random_floats(keys.size(), 12);
+    const auto queries = random_floats(static_cast<size_t>(heads * head_dim * n), 13);
+    const std::vector<int32_t> positions{2, 5, 7};
+    // Token 0 sees rows 0..2 but row 1 is padding; token 1 sees 0..5 minus 0 and 4;
+    // token 2 has every row masked: its output must be zeros, not NaN.
+    std::vector<int8_t> mask(static_cast<size_t>(n_ctx * n), 1);
+    mask[1] = 0;
+    mask[static_cast<size_t>(n_ctx) + 0] = 0;
+    mask[static_cast<size_t>(n_ctx) + 4] = 0;
+    for (int64_t j = 0; j < n_ctx; ++j) mask[static_cast<size_t>(2 * n_ctx + j)] = 0;
+
+    Graph g;
+    const NodeId q = g.input("q", DType::F32, Shape::of({heads * head_dim, n}));
+    const NodeId pos = g.input("pos", DType::I32, Shape::of({n}));
+    const NodeId m = g.input("mask", DType::I8, Shape::of({n_ctx, n}));
+    const NodeId k = g.state("k", DType::F32, Shape::of({kv_heads * head_dim, n_ctx}), keys.data());
+    const NodeId v = g.state("v", DType::F32, Shape::of({kv_heads * head_dim, n_ctx}), values.data());
+    const NodeId out = ops::attention(g, q, k, v, pos, m, heads, kv_heads, head_dim);
+    g.mark_output(out);
+    fill(g, q, queries);
+    std::memcpy(g.node(pos).data, positions.data(), positions.size() * sizeof(int32_t));
+    std::memcpy(g.node(m).data, mask.data(), mask.size());
+    ThreadPool pool(2);
+    Executor(g).run(pool);
+    const auto got = read(g, out);
+
+    // Expected, straight from the definition: softmax over the allowed rows of q·k/sqrt(d), then Σ p v.
+    for (int64_t t = 0; t < n; ++t) {
+        for (int64_t h = 0; h < heads; ++h) {
+            const int64_t kvh = h / (heads / kv_heads);
+            std::vector<double> score;
+            std::vector<int64_t> rows;
+            for (int64_t j = 0; j <= positions[static_cast<size_t>(t)]; ++j) {
+                if (mask[static_cast<size_t>(t * n_ctx + j)] == 0) continue;
+                double s = 0;
+                for (int64_t d = 0; d < head_dim; ++d)
+                    s += double(queries[static_cast<size_t>(t * heads * head_dim + h * head_dim + d)]) *
+                         keys[static_cast<size_t>(j * kv_heads * head_dim + kvh * head_dim + d)];
+                score.push_back(s / std::sqrt(double(head_dim)));
+                rows.push_back(j);
+            }
+            double top = -1e300, sum = 0;
+            for (double s : score) top = std::max(top, s);
+            for (double& s : score) sum += (s = std::exp(s - top));
+            for (int64_t d = 0; d < head_dim; ++d) {
+                double want = 0;
+                for (size_t r = 0; r < rows.size(); ++r)
+                    want += score[r] / sum * values[static_cast<size_t>(rows[r] * kv_heads * head_dim + kvh * head_dim + d)];
+                const float have = got[static_cast<size_t>(t * heads * head_dim + h * head_dim + d)];
+                INFO("token " << t << " head " << h << " dim " << d);
+                REQUIRE(have == Approx(want).margin(1e-5));
+            }
+        }
+    }
+}
