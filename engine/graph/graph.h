@@ -9,6 +9,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <variant>
@@ -121,7 +122,7 @@ public:
 
     const Node& node(NodeId id) const { return nodes_.at(static_cast<size_t>(id)); }
     Node& node(NodeId id) { return nodes_.at(static_cast<size_t>(id)); }
-    const std::vector<Node>& nodes() const noexcept { return nodes_; }
+    const std::deque<Node>& nodes() const noexcept { return nodes_; }
     size_t size() const noexcept { return nodes_.size(); }
 
     // Places intermediates in one arena by lifetime: a buffer is reused only
@@ -136,7 +137,8 @@ private:
     static Node leaf(OpKind op, std::string name, DType type, Shape shape);
     NodeId push(Node node);
 
-    std::vector<Node> nodes_;
+    // A deque, so that references to nodes stay valid while ops append more.
+    std::deque<Node> nodes_;
     std::vector<std::unique_ptr<std::byte[]>> input_buffers_;
     std::unique_ptr<std::byte[], void (*)(std::byte*)> arena_{nullptr, [](std::byte*) {}};
     size_t arena_bytes_ = 0;

@@ -62,7 +62,8 @@ NodeId matmul(Graph& g, NodeId w, NodeId x) {
             shape_error(OpKind::MatMul, "rows of {} are not whole {} blocks", xn.shape.ne[0], dtype_name(prepared_type));
         prepared = g.add(OpKind::PrepareActivations, prepared_type, xn.shape, {x, w});
     }
-    return g.add(OpKind::MatMul, DType::F32, Shape::of({wn.shape.ne[1], xn.shape.rows()}), {w, prepared});
+    const Shape out = Shape::of({wn.shape.ne[1], xn.shape.rows()});
+    return g.add(OpKind::MatMul, DType::F32, out, {w, prepared});
 }
 }  // namespace ops
 
