@@ -15,7 +15,7 @@ namespace {
 constexpr size_t kArrayPreview = 4;     // array elements shown before "... N more"
 constexpr size_t kStringPreview = 64;   // characters of a string shown before cutting it
 
-std::string quoted(const std::string& s) { return "\"" + printable(s, kStringPreview) + "\""; }
+std::string quoted(const std::string& s) { return fmt::format("\"{}\"", printable(s, kStringPreview)); }
 
 std::string type_label(const GgufValue& v) {
     if (const GgufArray* a = v.as_array())

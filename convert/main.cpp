@@ -3,48 +3,84 @@
 
 #include <cstdio>
 #include <string_view>
-#include <vector>
 
+#include "convert/convert.h"
 #include "convert/inspect.h"
 #include "tools/common/cli.h"
 
 namespace {
 
-constexpr std::string_view kUsage = R"(usage: kiln-convert <command> [arguments]
+constexpr std::string_view kUsage = R"(usage: kiln-convert INPUT -o OUT.gguf [--type TYPE] [--tokenizer FILE] [--name NAME]
+       kiln-convert inspect FILE
 
-commands:
-  inspect FILE     print a GGUF file's metadata, its tensors (name, type, shape,
-                   bytes) and a one-line summary
+Converts a checkpoint into one GGUF file (the input format is told from the
+file's content, not its name):
+  GGUF                  re-quantize an existing file (e.g. f32 -> q8_0)
 
-options:
-  -h, --help       show this help
+  -o, --output FILE     the GGUF file to write (written atomically: an error or
+                        Ctrl-C never leaves a partial file there)
+  --type TYPE           f32, f16, bf16, q8_0 or q4_0 for 2-D weight matrices;
+                        norms, biases and 1-D tensors stay f32; rows that are not
+                        whole blocks stay f16 (listed in the summary).
+                        Default: keep each tensor's type.
+  --name NAME           general.name of the output
+
+inspect FILE            print a GGUF file's metadata, its tensors (name, type,
+                        shape, bytes) and a one-line summary
 
 exit status: 0 on success, 1 when a file cannot be read or is malformed,
 2 on a usage error.
 )";
 
-int run(const std::vector<std::string_view>& args) {
-    using kiln::cli::usage_error;
-    if (args.empty()) usage_error("expected a command");
-    if (args[0] == "-h" || args[0] == "--help") {
-        fmt::print("{}", kUsage);
-        return 0;
-    }
-    if (args[0] == "inspect") {
-        if (args.size() == 2 && (args[1] == "-h" || args[1] == "--help")) {
+int run(int argc, char** argv) {
+    using namespace kiln::cli;
+    Args args(argc, argv);
+    if (args.done()) usage_error("expected INPUT -o OUT.gguf, or a command");
+    kiln::convert::ConvertOptions options;
+    bool have_output = false;
+    while (!args.done()) {
+        const std::string_view arg = args.next();
+        if (arg == "-h" || arg == "--help") {
             fmt::print("{}", kUsage);
             return 0;
+        } else if (arg == "inspect" && options.input.empty()) {
+            if (args.done()) usage_error("inspect takes exactly one FILE");
+            const std::string_view file = args.next();
+            if (file == "-h" || file == "--help") {
+                fmt::print("{}", kUsage);
+                return 0;
+            }
+            if (!args.done()) usage_error("inspect takes exactly one FILE");
+            kiln::convert::inspect(std::filesystem::path(file), stdout);
+            return 0;
+        } else if (arg == "-o" || arg == "--output") {
+            options.output = args.value(arg);
+            have_output = true;
+        } else if (arg == "--type") {
+            const std::string_view name = args.value(arg);
+            options.type = kiln::parse_dtype(name);
+            if (!options.type || !kiln::type_traits(*options.type).from_float_ref)
+                usage_error("--type must be f32, f16, bf16, q8_0 or q4_0, got '{}'", name);
+        } else if (arg == "--tokenizer") {
+            options.tokenizer = std::filesystem::path(args.value(arg));
+        } else if (arg == "--name") {
+            options.name = std::string(args.value(arg));
+        } else if (!arg.empty() && arg[0] == '-') {
+            usage_error("unknown option '{}'", arg);
+        } else if (options.input.empty()) {
+            options.input = arg;
+        } else {
+            usage_error("unexpected argument '{}' (one INPUT at a time)", arg);
         }
-        if (args.size() != 2) usage_error("inspect takes exactly one FILE");
-        kiln::convert::inspect(std::filesystem::path(args[1]), stdout);
-        return 0;
     }
-    usage_error("unknown command '{}'", args[0]);
+    if (options.input.empty()) usage_error("expected an INPUT checkpoint");
+    if (!have_output) usage_error("expected -o OUT.gguf");
+    kiln::convert::convert(options, stderr);
+    return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-    const std::vector<std::string_view> args(argv + 1, argv + argc);
-    return kiln::cli::run_tool("kiln-convert", [&] { return run(args); });
+    return kiln::cli::run_tool("kiln-convert", [&] { return run(argc, argv); });
 }

@@ -80,8 +80,9 @@ TEST_CASE("missing files, folders and bad usage", "[cli]") {
     test::TempDir dir;
     require_one_line_error(kiln_convert("inspect " + quote(dir.path() / "nope.gguf")), 1, "cannot open");
     require_one_line_error(kiln_convert("inspect " + quote(dir.path())), 1, "is not a regular file");
-    require_one_line_error(kiln_convert(""), 2, "expected a command");
-    require_one_line_error(kiln_convert("frobnicate"), 2, "unknown command 'frobnicate'");
+    require_one_line_error(kiln_convert(""), 2, "expected INPUT -o OUT.gguf, or a command");
+    require_one_line_error(kiln_convert("frobnicate"), 2, "expected -o OUT.gguf");
+    require_one_line_error(kiln_convert("--frobnicate"), 2, "unknown option '--frobnicate'");
     require_one_line_error(kiln_convert("inspect a b"), 2, "exactly one FILE");
     const Run help = kiln_convert("--help");
     CHECK(help.status == 0);

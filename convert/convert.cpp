@@ -1,0 +1,134 @@
+#include "convert/convert.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <map>
+
+#include "engine/core/error.h"
+#include "formats/checkpoint/gguf_checkpoint.h"
+#include "formats/gguf/gguf_writer.h"
+
+namespace kiln::convert {
+
+namespace {
+
+// What the first bytes of a file say it is. Names are never trusted.
+enum class InputFormat { Gguf, Unknown };
+
+InputFormat detect(const std::filesystem::path& path) {
+    if (std::filesystem::is_directory(path)) return InputFormat::Unknown;
+    std::ifstream in(path, std::ios::binary);
+    if (!in) fail("convert", "cannot open '{}'", path.string());
+    char head[4] = {};
+    in.read(head, sizeof head);
+    if (in.gcount() == 4 && std::memcmp(head, "GGUF", 4) == 0) return InputFormat::Gguf;
+    return InputFormat::Unknown;
+}
+
+Checkpoint read_input(const ConvertOptions& o) {
+    switch (detect(o.input)) {
+        case InputFormat::Gguf:
+            if (o.tokenizer) fail("convert", "--tokenizer is for llama2.c checkpoints; '{}' is a GGUF file", o.input.string());
+            return read_gguf_checkpoint(o.input);
+        case InputFormat::Unknown: break;
+    }
+    fail("convert", "cannot tell what kind of checkpoint '{}' is (kiln-convert reads GGUF files)", o.input.string());
+}
+
+// llama.cpp's general.file_type values for the whole-model types kiln writes.
+uint32_t file_type(DType t) {
+    switch (t) {
+        case DType::F32: return 0;
+        case DType::F16: return 1;
+        case DType::Q4_0: return 2;
+        case DType::Q8_0: return 7;
+        case DType::BF16: return 32;
+        default: fail("convert", "kiln-convert does not write {} files", dtype_name(t));
+    }
+}
+
+std::string megabytes(uint64_t bytes) { return fmt::format("{:.2f} MiB", bytes / 1048576.0); }
+
+}  // namespace
+
+DType output_type(DType source, const std::vector<uint64_t>& dims, std::optional<DType> requested) {
+    const bool matrix = dims.size() == 2 && dims[1] > 1;
+    if (!matrix) return DType::F32;
+    if (!requested) return source;
+    if (dims[0] % static_cast<uint64_t>(type_traits(*requested).block_size) != 0) return DType::F16;
+    return *requested;
+}
+
+void convert(const ConvertOptions& o, std::FILE* log) {
+    const auto start = std::chrono::steady_clock::now();
+    if (o.type && !type_traits(*o.type).from_float_ref)
+        fail("convert", "--type {} is not one kiln writes (f32, f16, bf16, q8_0, q4_0)", dtype_name(*o.type));
+    const std::filesystem::path folder = o.output.has_parent_path() ? o.output.parent_path() : ".";
+    if (!std::filesystem::is_directory(folder))
+        fail("convert", "cannot write '{}': the folder '{}' does not exist", o.output.string(), folder.string());
+
+    const Checkpoint in = read_input(o);
+    const bool progress = isatty(fileno(log)) != 0;
+
+    GgufWriter writer;
+    std::string architecture = "(none)";
+    for (const GgufEntry& e : in.metadata) {
+        if (e.key == "general.file_type" || e.key == "general.quantization_version") continue;  // rewritten below
+        if (e.key == "general.name" && o.name) continue;
+        if (e.key == "general.architecture" && e.value.as_string()) architecture = *e.value.as_string();
+        writer.set(e.key, e.value);
+    }
+    if (o.name) writer.set("general.name", *o.name);
+    if (o.type) writer.set("general.file_type", file_type(*o.type));
+
+    std::vector<std::vector<std::byte>> converted;  // outlives writer.write()
+    std::map<std::string, int> per_type;
+    std::vector<std::string> fallbacks;
+    uint64_t bytes_in = 0, bytes_out = 0, parameters = 0;
+    bool any_quantized = false;
+    for (size_t i = 0; i < in.tensors.size(); ++i) {
+        const CheckpointTensor& t = in.tensors[i];
+        if (progress) fmt::print(log, "\r\033[K[{}/{}] {}", i + 1, in.tensors.size(), t.name);
+        const DType target = output_type(t.type, t.dims, o.type);
+        if (o.type && target != *o.type && t.dims.size() == 2 && t.dims[1] > 1)
+            fallbacks.push_back(fmt::format("{} (rows of {})", t.name, t.dims[0]));
+        const uint64_t elements = *checked_element_count(t.dims);
+        std::span<const std::byte> data = t.data;
+        if (target != t.type) {
+            const TypeTraits& from = type_traits(t.type);
+            if (from.to_float == nullptr)
+                fail("convert", "tensor '{}' is {}, which kiln cannot convert", t.name, from.name);
+            std::vector<float> floats(elements);
+            from.to_float(t.data.data(), floats.data(), static_cast<int64_t>(elements));
+            converted.emplace_back(*checked_bytes(target, elements));
+            type_traits(target).from_float_ref(floats.data(), converted.back().data(), static_cast<int64_t>(elements));
+            data = converted.back();
+        }
+        writer.add_tensor(t.name, target, t.dims, data);
+        ++per_type[std::string(dtype_name(target))];
+        any_quantized = any_quantized || type_traits(target).quantized;
+        bytes_in += t.data.size();
+        bytes_out += data.size();
+        parameters += elements;
+    }
+    if (any_quantized) writer.set("general.quantization_version", uint32_t{2});
+    if (progress) fmt::print(log, "\r\033[K[{}/{}] writing {}", in.tensors.size(), in.tensors.size(), o.output.string());
+    writer.write(o.output);
+    if (progress) fmt::print(log, "\r\033[K");
+
+    std::string types;
+    for (const auto& [name, count] : per_type) types += fmt::format("{}{} {}", types.empty() ? "" : ", ", count, name);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    fmt::print(log, "kiln-convert: {} -> {}: architecture {}, {} parameters, {} tensors ({}), {} in, {} out, {:.2f} s\n",
+               o.input.string(), o.output.string(), architecture, parameters, in.tensors.size(), types,
+               megabytes(bytes_in), megabytes(bytes_out), seconds);
+    if (!fallbacks.empty())
+        fmt::print(log, "kiln-convert: kept as f16, rows not whole {} blocks: {}\n", dtype_name(*o.type),
+                   fmt::join(fallbacks, ", "));
+}
+
+}  // namespace kiln::convert

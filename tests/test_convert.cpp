@@ -1,0 +1,112 @@
+// kiln-convert: the quantization policy, GGUF re-quantization checked by
+// running the results, and outputs that are whole or absent.
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <cstdio>
+
+#include "convert/convert.h"
+#include "formats/gguf/gguf_file.h"
+#include "support/paths.h"
+#include "support/run_tool.h"
+#include "support/sample_gguf.h"
+
+using namespace kiln;
+using test::shell_quote;
+
+namespace {
+
+std::string model() { return (test::shared_models_dir() / "stories260K.gguf").string(); }
+
+size_t files_in(const std::filesystem::path& dir) {
+    size_t n = 0;
+    for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir)) ++n;
+    return n;
+}
+
+double perplexity(const std::filesystem::path& gguf, const std::filesystem::path& text) {
+    const auto run = test::run_tool("kiln-perplexity", fmt::format("-m {} -f {} -c 64 -t 2", shell_quote(gguf.string()),
+                                                                   shell_quote(text.string())));
+    INFO(run.err);
+    REQUIRE(run.status == 0);
+    double ppl = 0;
+    REQUIRE(std::sscanf(run.out.c_str(), "PPL = %lf", &ppl) == 1);
+    return ppl;
+}
+
+}  // namespace
+
+TEST_CASE("quantization policy: matrices take the type, the rest stays float", "[convert]") {
+    using convert::output_type;
+    CHECK(output_type(DType::F32, {64, 512}, DType::Q8_0) == DType::Q8_0);
+    CHECK(output_type(DType::F32, {64}, DType::Q8_0) == DType::F32);         // norms
+    CHECK(output_type(DType::F16, {64, 1}, DType::Q4_0) == DType::F32);      // a column is 1-D in disguise
+    CHECK(output_type(DType::F32, {172, 64}, DType::Q8_0) == DType::F16);    // 172 is not whole blocks of 32
+    CHECK(output_type(DType::F32, {172, 64}, DType::BF16) == DType::BF16);   // float types have no blocks
+    CHECK(output_type(DType::BF16, {64, 64}, std::nullopt) == DType::BF16);  // no --type: keep
+}
+
+TEST_CASE("GGUF in, GGUF out: a plain copy is byte-identical", "[convert]") {
+    test::TempDir dir;
+    const auto out = dir.path() / "copy.gguf";
+    const auto run = test::run_tool("kiln-convert", fmt::format("{} -o {}", shell_quote(model()), shell_quote(out.string())));
+    INFO(run.err);
+    REQUIRE(run.status == 0);
+    CHECK(test::read_file(out) == test::read_file(model()));
+    CHECK(run.err.find("architecture llama, 292800 parameters, 48 tensors (48 f32)") != std::string::npos);
+}
+
+TEST_CASE("re-quantized models run, and Q8_0 stays within 0.5% of F32 perplexity", "[convert]") {
+    test::TempDir dir;
+    const auto text = dir.path() / "text.txt";
+    const auto corpus = test::read_file(test::shared_dir() / "data" / "tinyshakespeare.txt");
+    test::write_file(text, std::span(corpus).subspan(500000, 40000));  // far from the start used elsewhere
+    const double base = perplexity(model(), text);
+    for (const char* type : {"f16", "bf16", "q8_0", "q4_0"}) {
+        const auto out = dir.path() / fmt::format("model-{}.gguf", type);
+        const auto run = test::run_tool("kiln-convert",
+                                        fmt::format("{} -o {} --type {}", shell_quote(model()), shell_quote(out.string()), type));
+        INFO(type << ": " << run.err);
+        REQUIRE(run.status == 0);
+        const GgufFile f = GgufFile::open(out);
+        CHECK(f.get_tensor("blk.0.attn_q.weight").type == *parse_dtype(type));
+        CHECK(f.get_tensor("blk.0.attn_norm.weight").type == DType::F32);
+        const double ppl = perplexity(out, text);
+        const double change = ppl / base - 1;
+        WARN(fmt::format("{}: PPL {:.4f} vs f32 {:.4f} ({:+.3f}%)", type, ppl, base, change * 100));
+        if (std::string_view(type) == "q8_0") CHECK(std::abs(change) < 0.005);
+        if (std::string_view(type) == "q4_0") {
+            CHECK(std::abs(change) < 0.10);  // coarse, but a broken quantizer is far worse
+            CHECK(run.err.find("kept as f16, rows not whole q4_0 blocks: blk.0.ffn_down.weight") != std::string::npos);
+        } else {
+            CHECK(std::abs(change) < 0.005);
+        }
+    }
+}
+
+TEST_CASE("failed conversions leave nothing at the output path", "[convert]") {
+    test::TempDir dir;
+    const auto out = dir.path() / "out.gguf";
+    auto expect_failure = [&](const std::string& args, int status, std::string_view fragment) {
+        const auto run = test::run_tool("kiln-convert", args);
+        INFO(run.err);
+        CHECK(run.status == status);
+        CHECK(run.err.find(fragment) != std::string::npos);
+        CHECK(run.err.find('\n') == run.err.size() - 1);
+        CHECK_FALSE(std::filesystem::exists(out));
+        CHECK(files_in(dir.path()) == 0);
+    };
+    const auto cut = test::TempDir();
+    const auto bytes = test::read_file(model());
+    test::write_file(cut.path() / "cut.gguf", std::span(bytes).first(bytes.size() - 1000));
+    expect_failure(fmt::format("{} -o {}", shell_quote((cut.path() / "cut.gguf").string()), shell_quote(out.string())), 1,
+                   "past the end of the file");
+    test::write_file(cut.path() / "notes.txt", std::as_bytes(std::span("just some text", 14)));
+    expect_failure(fmt::format("{} -o {}", shell_quote((cut.path() / "notes.txt").string()), shell_quote(out.string())),
+                   1, "cannot tell what kind of checkpoint");
+    expect_failure(fmt::format("{} -o {}", shell_quote(model()), shell_quote((dir.path() / "no" / "x.gguf").string())), 1,
+                   "does not exist");
+    expect_failure(fmt::format("{} -o {} --type q5_k", shell_quote(model()), shell_quote(out.string())), 2,
+                   "--type must be f32, f16, bf16, q8_0 or q4_0");
+    expect_failure(fmt::format("{}", shell_quote(model())), 2, "expected -o OUT.gguf");
+}
