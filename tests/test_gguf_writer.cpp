@@ -1,6 +1,11 @@
 // The GGUF writer: exact round trips, llama.cpp-identical layout, atomic writes.
 #include <catch2/catch.hpp>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+
 #include "formats/gguf/gguf_file.h"
 #include "formats/gguf/gguf_writer.h"
 #include "formats/io/atomic_file.h"
@@ -121,4 +126,25 @@ TEST_CASE("a custom alignment is honoured for every tensor", "[gguf][writer]") {
     CHECK(f.alignment() == 64);
     CHECK(f.data_offset() % 64 == 0);
     CHECK(f.get_tensor("b").offset == 64);
+}
+
+TEST_CASE("an interrupt during an atomic write removes the temporary file", "[gguf][writer]") {
+    test::TempDir dir;
+    const auto target = dir.path() / "interrupted.gguf";
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+        std::signal(SIGINT, SIG_DFL);  // as in a tool; the test framework catches SIGINT itself
+        AtomicFile file(target);
+        const std::byte junk[4] = {};
+        file.write(junk);
+        std::raise(SIGINT);  // as Ctrl-C would, in the middle of the write
+        std::_Exit(0);       // not reached: the default action ends the process
+    }
+    int status = 0;
+    REQUIRE(::waitpid(child, &status, 0) == child);
+    CHECK(WIFSIGNALED(status));
+    CHECK(WTERMSIG(status) == SIGINT);
+    CHECK_FALSE(std::filesystem::exists(target));
+    CHECK(std::filesystem::is_empty(dir.path()));
 }

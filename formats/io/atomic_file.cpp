@@ -4,6 +4,9 @@
 #include <unistd.h>
 
 #include <array>
+#include <iterator>
+#include <atomic>
+#include <csignal>
 #include <cerrno>
 #include <cstring>
 #include <random>
@@ -11,6 +14,40 @@
 #include "engine/core/error.h"
 
 namespace kiln {
+
+namespace {
+
+// The temporary file being written, if any, so that an interrupt (Ctrl-C, a
+// kill) removes it instead of leaving it behind. unlink() is async-signal-safe.
+std::atomic<const char*> g_temp_path{nullptr};
+
+constexpr int kCleanupSignals[] = {SIGINT, SIGTERM, SIGHUP};
+struct sigaction g_previous[std::size(kCleanupSignals)];
+
+extern "C" void remove_temp_and_reraise(int signal_number) {
+    if (const char* path = g_temp_path.exchange(nullptr)) ::unlink(path);
+    // Hand the signal on to whoever handled it before (by default: terminate).
+    for (size_t i = 0; i < std::size(kCleanupSignals); ++i)
+        if (kCleanupSignals[i] == signal_number) ::sigaction(signal_number, &g_previous[i], nullptr);
+    std::raise(signal_number);
+}
+
+// Puts the cleanup handler in front of whatever handles these signals now;
+// a signal the program chose to ignore (e.g. under nohup) stays ignored.
+void install_interrupt_cleanup() {
+    for (size_t i = 0; i < std::size(kCleanupSignals); ++i) {
+        struct sigaction current {};
+        if (::sigaction(kCleanupSignals[i], nullptr, &current) != 0) continue;
+        if (current.sa_handler == SIG_IGN || current.sa_handler == remove_temp_and_reraise) continue;
+        g_previous[i] = current;
+        struct sigaction action {};
+        action.sa_handler = remove_temp_and_reraise;
+        sigemptyset(&action.sa_mask);
+        ::sigaction(kCleanupSignals[i], &action, nullptr);
+    }
+}
+
+}  // namespace
 
 AtomicFile::AtomicFile(std::filesystem::path target) : target_(std::move(target)) {
     if (target_.filename().empty()) fail("io", "cannot write '{}': not a file name", target_.string());
@@ -33,9 +70,14 @@ AtomicFile::AtomicFile(std::filesystem::path target) : target_(std::move(target)
         }
     }
     if (file_ == nullptr) fail("io", "cannot create a temporary file beside '{}'", target_.string());
+    install_interrupt_cleanup();
+    temp_string_ = temp_.string();
+    g_temp_path.store(temp_string_.c_str());
 }
 
 AtomicFile::~AtomicFile() {
+    const char* mine = temp_string_.c_str();
+    g_temp_path.compare_exchange_strong(mine, nullptr);
     if (committed_) return;
     if (file_ != nullptr) std::fclose(file_);
     std::error_code ignored;
@@ -65,6 +107,8 @@ void AtomicFile::commit() {
     file_ = nullptr;
     if (close_result != 0) fail("io", "cannot close '{}': {}", temp_.string(), std::strerror(errno));
     std::error_code ec;
+    const char* mine = temp_string_.c_str();
+    g_temp_path.compare_exchange_strong(mine, nullptr);  // from here on the file is the target's
     std::filesystem::rename(temp_, target_, ec);
     if (ec) fail("io", "cannot rename '{}' to '{}': {}", temp_.string(), target_.string(), ec.message());
     committed_ = true;

@@ -2,11 +2,13 @@
 // Writes a file so that the target path only ever holds a complete file: data
 // goes to a temporary file in the same folder, which is flushed, synced and
 // renamed over the target on commit(). Destroying an uncommitted AtomicFile
-// (an exception, an early return) removes the temporary file.
+// (an exception, an early return) removes the temporary file, and so does an
+// interrupt (SIGINT, SIGTERM, SIGHUP) while it is being written.
 #include <cstddef>
 #include <cstdio>
 #include <filesystem>
 #include <span>
+#include <string>
 
 namespace kiln {
 
@@ -28,6 +30,7 @@ public:
 private:
     std::filesystem::path target_;
     std::filesystem::path temp_;
+    std::string temp_string_;  // stable storage for the interrupt handler
     std::FILE* file_ = nullptr;
     uint64_t written_ = 0;
     bool committed_ = false;
