@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <array>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -10,6 +11,9 @@
 
 #include "engine/core/error.h"
 #include "formats/checkpoint/gguf_checkpoint.h"
+#include "formats/checkpoint/llama2c.h"
+#include "formats/checkpoint/llama_state_dict.h"
+#include "formats/checkpoint/torch_checkpoint.h"
 #include "formats/gguf/gguf_writer.h"
 
 namespace kiln::convert {
@@ -17,26 +21,35 @@ namespace kiln::convert {
 namespace {
 
 // What the first bytes of a file say it is. Names are never trusted.
-enum class InputFormat { Gguf, Unknown };
+enum class InputFormat { Gguf, PyTorch, Llama2c, Unknown };
 
 InputFormat detect(const std::filesystem::path& path) {
     if (std::filesystem::is_directory(path)) return InputFormat::Unknown;
     std::ifstream in(path, std::ios::binary);
     if (!in) fail("convert", "cannot open '{}'", path.string());
-    char head[4] = {};
-    in.read(head, sizeof head);
-    if (in.gcount() == 4 && std::memcmp(head, "GGUF", 4) == 0) return InputFormat::Gguf;
+    std::array<char, 256> head{};  // enough for every header kiln recognizes
+    in.read(head.data(), head.size());
+    const auto bytes = std::as_bytes(std::span(head.data(), static_cast<size_t>(in.gcount())));
+    if (bytes.size() >= 4 && std::memcmp(head.data(), "GGUF", 4) == 0) return InputFormat::Gguf;
+    if (looks_like_torch_checkpoint(bytes)) return InputFormat::PyTorch;
+    if (looks_like_llama2c(bytes, std::filesystem::file_size(path))) return InputFormat::Llama2c;
     return InputFormat::Unknown;
 }
 
 Checkpoint read_input(const ConvertOptions& o) {
-    switch (detect(o.input)) {
-        case InputFormat::Gguf:
-            if (o.tokenizer) fail("convert", "--tokenizer is for llama2.c checkpoints; '{}' is a GGUF file", o.input.string());
-            return read_gguf_checkpoint(o.input);
+    const InputFormat format = detect(o.input);
+    if (o.tokenizer && format != InputFormat::Unknown && format != InputFormat::Llama2c)
+        fail("convert", "--tokenizer is for llama2.c checkpoints; '{}' is a {} file", o.input.string(),
+             format == InputFormat::Gguf ? "GGUF" : "PyTorch");
+    switch (format) {
+        case InputFormat::Gguf: return read_gguf_checkpoint(o.input);
+        case InputFormat::PyTorch:
+            return llama_checkpoint_from_state_dict(read_torch_checkpoint(o.input), o.input.stem().string());
+        case InputFormat::Llama2c: return read_llama2c(o.input, o.tokenizer ? &*o.tokenizer : nullptr);
         case InputFormat::Unknown: break;
     }
-    fail("convert", "cannot tell what kind of checkpoint '{}' is (kiln-convert reads GGUF files)", o.input.string());
+    fail("convert", "cannot tell what kind of checkpoint '{}' is (kiln-convert reads GGUF files, llama2.c "
+         ".bin checkpoints and PyTorch checkpoints of llama2.c's model.py)", o.input.string());
 }
 
 // llama.cpp's general.file_type values for the whole-model types kiln writes.

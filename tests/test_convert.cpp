@@ -6,10 +6,12 @@
 #include <cstdio>
 
 #include "convert/convert.h"
+#include "engine/models/llama.h"
 #include "formats/gguf/gguf_file.h"
 #include "support/paths.h"
 #include "support/run_tool.h"
 #include "support/sample_gguf.h"
+#include "support/tensor_data.h"
 
 using namespace kiln;
 using test::shell_quote;
@@ -109,4 +111,76 @@ TEST_CASE("failed conversions leave nothing at the output path", "[convert]") {
     expect_failure(fmt::format("{} -o {} --type q5_k", shell_quote(model()), shell_quote(out.string())), 2,
                    "--type must be f32, f16, bf16, q8_0 or q4_0");
     expect_failure(fmt::format("{}", shell_quote(model())), 2, "expected -o OUT.gguf");
+}
+
+TEST_CASE("PyTorch checkpoints convert to GGUF files whose logits match PyTorch", "[convert][pytorch]") {
+    test::TempDir dir;
+    const GgufFile ref = GgufFile::open(test::fixtures_dir() / "torch" / "llama_f32_logits.gguf");
+    const auto tokens = test::values_of<int32_t>(ref.get_tensor("tokens"));
+    const auto want = test::values_of<float>(ref.get_tensor("logits"));
+    // float16/bfloat16 checkpoints hold rounded weights: their logits move by about the rounding.
+    for (auto [stem, tolerance] : {std::pair{"llama_f32", 1e-4f}, std::pair{"llama_f16", 2e-2f}, std::pair{"llama_bf16", 1e-1f}}) {
+        const auto out = dir.path() / fmt::format("{}.gguf", stem);
+        const auto input = test::fixtures_dir() / "torch" / fmt::format("{}.pt", stem);
+        const auto run = test::run_tool("kiln-convert", fmt::format("{} -o {}", shell_quote(input.string()),
+                                                                    shell_quote(out.string())));
+        INFO(stem << ": " << run.err);
+        REQUIRE(run.status == 0);
+        auto file = std::make_shared<const GgufFile>(GgufFile::open(out));
+        const LlamaModel model(file);
+        LlamaContext ctx(model, 32);
+        ThreadPool pool(2);
+        const auto logits = ctx.eval(tokens, pool, /*all_logits=*/true);
+        REQUIRE(logits.size() == want.size());
+        float worst = 0;
+        for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::abs(logits[i] - want[i]));
+        CHECK(worst < tolerance);
+    }
+}
+
+TEST_CASE("hostile or broken PyTorch files are refused and write nothing", "[convert][pytorch]") {
+    test::TempDir dir;
+    const auto out = dir.path() / "out.gguf";
+    for (auto [file, fragment] : {std::pair{"hostile_os_system.pt", "refers to os.system"},
+                                  std::pair{"traversal.pt", "points outside the archive"},
+                                  std::pair{"truncated.pt", "[zip]"},
+                                  std::pair{"deflated.pt", "deflate"}}) {
+        const auto input = test::fixtures_dir() / "torch" / file;
+        const auto run = test::run_tool("kiln-convert", fmt::format("{} -o {}", shell_quote(input.string()),
+                                                                    shell_quote(out.string())));
+        INFO(file << ": " << run.err);
+        CHECK(run.status == 1);
+        CHECK(run.err.find(fragment) != std::string::npos);
+        CHECK(run.err.find('\n') == run.err.size() - 1);
+        CHECK(std::filesystem::is_empty(dir.path()));
+    }
+    CHECK_FALSE(std::filesystem::exists("/tmp/kiln-pwned"));
+}
+
+TEST_CASE("llama2.c checkpoints convert to GGUF files that generate the same greedy text", "[convert][llama2c]") {
+    test::TempDir dir;
+    const auto out = dir.path() / "from-bin.gguf";
+    const auto bin = test::shared_models_dir() / "stories260K.bin";
+    const auto tok = test::shared_models_dir() / "tok512.bin";
+    const auto convert = test::run_tool("kiln-convert", fmt::format("{} --tokenizer {} -o {}", shell_quote(bin.string()),
+                                                                    shell_quote(tok.string()), shell_quote(out.string())));
+    INFO(convert.err);
+    REQUIRE(convert.status == 0);
+    const std::string args = "-p 'Once upon a time' -n 100 --temp 0 -t 2";
+    const auto converted = test::run_tool("kiln", fmt::format("-m {} {}", shell_quote(out.string()), args));
+    const auto original = test::run_tool("kiln", fmt::format("-m {} {}", shell_quote(model()), args));
+    REQUIRE(converted.status == 0);
+    REQUIRE(original.status == 0);
+    CHECK(converted.out == original.out);
+    CHECK(converted.out.size() > 200);  // a real story, not an empty or cut-short one
+    // Without a tokenizer the weights still convert; the file then holds no vocabulary.
+    const auto bare = dir.path() / "bare.gguf";
+    REQUIRE(test::run_tool("kiln-convert", fmt::format("{} -o {}", shell_quote(bin.string()), shell_quote(bare.string())))
+                .status == 0);
+    CHECK(GgufFile::open(bare).find("tokenizer.ggml.tokens") == nullptr);
+    // --tokenizer makes sense only for llama2.c inputs.
+    const auto misuse = test::run_tool("kiln-convert", fmt::format("{} --tokenizer {} -o {}", shell_quote(model()),
+                                                                   shell_quote(tok.string()), shell_quote(bare.string())));
+    CHECK(misuse.status == 1);
+    CHECK(misuse.err.find("--tokenizer is for llama2.c checkpoints") != std::string::npos);
 }
