@@ -17,14 +17,7 @@
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 
-// GCC 12 reports the deliberately undefined registers inside its own AVX-512
-// intrinsics as uninitialized once inlined (GCC bug 105593). The warning is
-// attributed to the header's lines, so it is silenced where the header is read.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
+#include "engine/kernels/intrinsics.h"
 
 #include <array>
 #include <cfloat>
@@ -306,7 +299,7 @@ constexpr MatmulKernels kAvx2{"avx2", avx2_prepare_row, avx2_matmul};
 
 const MatmulKernels* avx2_matmul_kernels() noexcept {
     static const bool supported =
-        __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+        __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
     return supported ? &kAvx2 : nullptr;
 }
 

@@ -10,14 +10,7 @@
 
 #if KILN_HAVE_AVX512_VNNI
 
-// GCC 12 reports the deliberately undefined registers inside its own AVX-512
-// intrinsics as uninitialized once inlined (GCC bug 105593). The warning is
-// attributed to the header's lines, so it is silenced where the header is read.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
+#include "engine/kernels/intrinsics.h"
 
 #include <cfloat>
 #include <cstring>
@@ -194,7 +187,7 @@ constexpr MatmulKernels kAvx512Vnni{"avx512-vnni", avx512_prepare_row, avx512_ma
 const MatmulKernels* avx512_vnni_matmul_kernels() noexcept {
     static const bool supported = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                                   __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
-                                  __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+                                  __builtin_cpu_supports("fma") && cpu_has_f16c();
     return supported ? &kAvx512Vnni : nullptr;
 }
 

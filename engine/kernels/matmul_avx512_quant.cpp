@@ -29,14 +29,7 @@
 
 #if KILN_HAVE_AVX512_VNNI
 
-// GCC 12 reports the deliberately undefined registers inside its own AVX-512
-// intrinsics as uninitialized once inlined (GCC bug 105593). The warning is
-// attributed to the header's lines, so it is silenced where the header is read.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
+#include "engine/kernels/intrinsics.h"
 
 #include <algorithm>
 #include <array>

@@ -9,7 +9,23 @@
 
 #include "engine/kernels/matmul.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 namespace kiln::kernels::detail {
+
+// F16C as CPUID reports it (leaf 1, ECX bit 29). Asked directly because not
+// every compiler's __builtin_cpu_supports knows the name (clang 14 does not).
+inline bool cpu_has_f16c() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return false;
+    return (ecx & (1u << 29)) != 0;
+#else
+    return false;
+#endif
+}
 
 // Each returns nullptr when this binary was built without the set (its
 // instruction-set macros were off) or this CPU cannot run it.

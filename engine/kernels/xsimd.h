@@ -6,6 +6,8 @@
 // are inlined (GCC bug 105593); the warning is silenced for the xsimd headers only.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <xsimd/xsimd.hpp>
 #pragma GCC diagnostic pop
