@@ -14,7 +14,7 @@
 #include <cmath>
 #include <limits>
 
-#include "engine/kernels/xsimd.h"
+#include "engine/kernels/simd.h"
 
 namespace kiln::kernels {
 

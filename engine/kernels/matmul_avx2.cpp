@@ -17,7 +17,7 @@
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 
-#include "engine/kernels/intrinsics.h"
+#include "engine/kernels/simd.h"
 
 #include <array>
 #include <cfloat>

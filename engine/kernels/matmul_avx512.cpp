@@ -10,7 +10,7 @@
 
 #if KILN_HAVE_AVX512_VNNI
 
-#include "engine/kernels/intrinsics.h"
+#include "engine/kernels/simd.h"
 
 #include <cfloat>
 #include <cstring>

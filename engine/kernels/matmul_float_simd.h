@@ -38,7 +38,7 @@
 
 #include "engine/core/half.h"
 #include "engine/kernels/matmul_impl.h"
-#include "engine/kernels/xsimd.h"
+#include "engine/kernels/simd.h"
 
 namespace kiln::kernels::detail {
 

@@ -23,7 +23,7 @@
 #include <limits>
 #include <numbers>
 
-#include "engine/kernels/xsimd.h"
+#include "engine/kernels/simd.h"
 
 namespace kiln::kernels {
 
