@@ -22,4 +22,12 @@ else
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release >/dev/null
 fi
 cmake --build "$dir" -j"$(nproc)"
+# CTest must see every Catch2 test case on its own: a name that CMake cannot
+# split cleanly (a ';' or an unbalanced '[') would silently merge or drop tests.
+catch_count=$("$dir/tests/kiln-tests" --list-test-names-only | grep -c .)
+ctest_count=$(ctest --test-dir "$dir" -N | sed -n 's/^Total Tests: //p')
+if [ "$catch_count" != "$ctest_count" ]; then
+  echo "CTest sees $ctest_count tests but kiln-tests has $catch_count: check test names for ';' or '['" >&2
+  exit 1
+fi
 ctest --test-dir "$dir" --output-on-failure -j"$(nproc)" --label-exclude long

@@ -82,7 +82,7 @@ TEST_CASE("kiln refuses bad input with one line and the right status", "[cli][ll
     require_one_line_error(test::run_tool("kiln", "-m " + shell_quote(cut.string())), 1, "past the end of the file");
 }
 
-TEST_CASE("-n 0 prints the prompt only; an empty prompt starts from BOS", "[cli][llama]") {
+TEST_CASE("-n 0 prints the prompt only, and an empty prompt starts from BOS", "[cli][llama]") {
     const auto none = kiln_run("-p 'Once upon a time' -n 0");
     REQUIRE(none.status == 0);
     CHECK(none.out == "Once upon a time\n");

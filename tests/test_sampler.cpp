@@ -23,7 +23,7 @@ SamplerParams plain(float temperature) {
 
 }  // namespace
 
-TEST_CASE("temperature 0 is greedy; the repeat penalty can change its choice", "[sampler]") {
+TEST_CASE("temperature 0 is greedy, and the repeat penalty can change its choice", "[sampler]") {
     const std::vector<float> logits{0.5f, 3.0f, 2.9f, -1.0f};
     Sampler greedy(plain(0.0f));
     CHECK(greedy.sample(logits, {}) == 1);

@@ -59,7 +59,7 @@ TEST_CASE("a sum split in row chunks equals the single-thread sum", "[thread_poo
     CHECK(std::accumulate(partial.begin(), partial.end(), 0.0) == 100003.0 * 100002.0 / 2);
 }
 
-TEST_CASE("split_range covers [0, n) in contiguous near-equal chunks", "[thread_pool]") {
+TEST_CASE("split_range covers 0..n in contiguous near-equal chunks", "[thread_pool]") {
     for (int64_t n : {0, 1, 7, 64, 1001}) {
         for (int nth : {1, 2, 3, 16}) {
             int64_t expected_begin = 0;
