@@ -11,6 +11,7 @@
 
 #include "engine/core/error.h"
 #include "formats/checkpoint/gguf_checkpoint.h"
+#include "formats/checkpoint/hf_llama.h"
 #include "formats/checkpoint/llama2c.h"
 #include "formats/checkpoint/llama_state_dict.h"
 #include "formats/checkpoint/torch_checkpoint.h"
@@ -21,10 +22,11 @@ namespace kiln::convert {
 namespace {
 
 // What the first bytes of a file say it is. Names are never trusted.
-enum class InputFormat { Gguf, PyTorch, Llama2c, Unknown };
+enum class InputFormat { Gguf, PyTorch, Llama2c, HuggingFace, Unknown };
 
 InputFormat detect(const std::filesystem::path& path) {
-    if (std::filesystem::is_directory(path)) return InputFormat::Unknown;
+    if (std::filesystem::is_directory(path))
+        return std::filesystem::exists(path / "config.json") ? InputFormat::HuggingFace : InputFormat::Unknown;
     std::ifstream in(path, std::ios::binary);
     if (!in) fail("convert", "cannot open '{}'", path.string());
     std::array<char, 256> head{};  // enough for every header kiln recognizes
@@ -39,17 +41,17 @@ InputFormat detect(const std::filesystem::path& path) {
 Checkpoint read_input(const ConvertOptions& o) {
     const InputFormat format = detect(o.input);
     if (o.tokenizer && format != InputFormat::Unknown && format != InputFormat::Llama2c)
-        fail("convert", "--tokenizer is for llama2.c checkpoints; '{}' is a {} file", o.input.string(),
-             format == InputFormat::Gguf ? "GGUF" : "PyTorch");
+        fail("convert", "--tokenizer is for llama2.c checkpoints; '{}' is not one", o.input.string());
     switch (format) {
         case InputFormat::Gguf: return read_gguf_checkpoint(o.input);
         case InputFormat::PyTorch:
             return llama_checkpoint_from_state_dict(read_torch_checkpoint(o.input), o.input.stem().string());
         case InputFormat::Llama2c: return read_llama2c(o.input, o.tokenizer ? &*o.tokenizer : nullptr);
+        case InputFormat::HuggingFace: return hf_llama_checkpoint(o.input);
         case InputFormat::Unknown: break;
     }
     fail("convert", "cannot tell what kind of checkpoint '{}' is (kiln-convert reads GGUF files, llama2.c "
-         ".bin checkpoints and PyTorch checkpoints of llama2.c's model.py)", o.input.string());
+         ".bin checkpoints, PyTorch checkpoints of llama2.c's model.py and Hugging Face LlamaForCausalLM folders)", o.input.string());
 }
 
 // llama.cpp's general.file_type values for the whole-model types kiln writes.

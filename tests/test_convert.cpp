@@ -184,3 +184,24 @@ TEST_CASE("llama2.c checkpoints convert to GGUF files that generate the same gre
     CHECK(misuse.status == 1);
     CHECK(misuse.err.find("--tokenizer is for llama2.c checkpoints") != std::string::npos);
 }
+
+TEST_CASE("Hugging Face Llama folders convert to the same tensors llama.cpp's file holds", "[convert][safetensors]") {
+    // The fixture folder is stories260K in HF's layout (q/k rows permuted for rotate-half RoPE).
+    test::TempDir dir;
+    const auto out = dir.path() / "from-hf.gguf";
+    const auto folder = test::fixtures_dir() / "safetensors" / "stories260K_hf";
+    const auto run = test::run_tool("kiln-convert", fmt::format("{} -o {}", shell_quote(folder.string()),
+                                                                shell_quote(out.string())));
+    INFO(run.err);
+    REQUIRE(run.status == 0);
+    const GgufFile converted = GgufFile::open(out);
+    const GgufFile original = GgufFile::open(model());
+    REQUIRE(converted.tensors().size() == original.tensors().size());
+    for (const GgufTensor& t : original.tensors()) {
+        INFO(t.name);
+        const GgufTensor& u = converted.get_tensor(t.name);
+        CHECK(u.dims == t.dims);
+        CHECK(std::equal(u.data.begin(), u.data.end(), t.data.begin(), t.data.end()));
+    }
+    CHECK(converted.get_int("llama.attention.head_count_kv") == 4);
+}

@@ -1,0 +1,42 @@
+#pragma once
+// A Hugging Face LlamaForCausalLM folder (config.json plus model.safetensors,
+// or shards listed by model.safetensors.index.json's "weight_map") as a
+// kiln::Checkpoint in llama.cpp's `llama` layout.
+//
+//   HF name                                   llama.cpp name              ggml dims
+//   model.embed_tokens.weight  (vocab, dim)   token_embd.weight           [dim, vocab]
+//   model.norm.weight          (dim)          output_norm.weight          [dim]
+//   lm_head.weight             (vocab, dim)   output.weight               [dim, vocab]
+//   model.layers.N.self_attn.q_proj.weight    blk.N.attn_q.weight         [dim, n_heads*hd]   (un-permuted)
+//   model.layers.N.self_attn.k_proj.weight    blk.N.attn_k.weight         [dim, n_kv_heads*hd] (un-permuted)
+//   model.layers.N.self_attn.v_proj.weight    blk.N.attn_v.weight         [dim, n_kv_heads*hd]
+//   model.layers.N.self_attn.o_proj.weight    blk.N.attn_output.weight    [n_heads*hd, dim]
+//   model.layers.N.input_layernorm.weight     blk.N.attn_norm.weight      [dim]
+//   model.layers.N.mlp.gate_proj.weight       blk.N.ffn_gate.weight       [dim, hidden]
+//   model.layers.N.mlp.down_proj.weight       blk.N.ffn_down.weight       [hidden, dim]
+//   model.layers.N.mlp.up_proj.weight         blk.N.ffn_up.weight         [dim, hidden]
+//   model.layers.N.post_attention_layernorm.weight  blk.N.ffn_norm.weight [dim]
+//
+// HF's RoPE rotates the two halves of each head (rotate_half), so its
+// converter permuted q_proj/k_proj rows: within a head, Meta's row 2i+j became
+// HF's row j*hd/2+i. llama.cpp's `llama` RoPE rotates adjacent pairs, so those
+// two tensors are permuted back (into Checkpoint::owned); every other tensor
+// is a view of the safetensors mapping with its dtype kept (F32, F16, BF16).
+// With tie_word_embeddings, output.weight is left out and llama.cpp uses
+// token_embd.weight.
+//
+// Metadata as llama_state_dict.h writes it (general.architecture "llama",
+// general.name = the folder's name, llama.* hyper-parameters, no tokenizer),
+// plus llama.rope.freq_base when rope_theta is not llama.cpp's default 10000.
+// Errors are kiln::Error("hf", ...): an architecture other than
+// LlamaForCausalLM, rope_scaling, a missing or unknown tensor, or a shape that
+// does not match config.json (both shapes named).
+#include <filesystem>
+
+#include "formats/checkpoint/checkpoint.h"
+
+namespace kiln {
+
+Checkpoint hf_llama_checkpoint(const std::filesystem::path& folder);
+
+}  // namespace kiln
