@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 
+#include "convert/export_safetensors.h"
 #include "engine/core/error.h"
 #include "formats/checkpoint/gguf_checkpoint.h"
 #include "formats/checkpoint/hf_llama.h"
@@ -87,6 +88,11 @@ void convert(const ConvertOptions& o, std::FILE* log) {
         fail("convert", "cannot write '{}': the folder '{}' does not exist", o.output.string(), folder.string());
 
     const Checkpoint in = read_input(o);
+    if (o.to_safetensors) {
+        if (o.type) fail("convert", "--type does not apply to --to safetensors (float tensors keep their type)");
+        export_hf_llama(in, o.output, log);
+        return;
+    }
     const bool progress = isatty(fileno(log)) != 0;
 
     GgufWriter writer;

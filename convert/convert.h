@@ -17,6 +17,7 @@ struct ConvertOptions {
     std::optional<DType> type;                      // --type; none: keep each tensor's type
     std::optional<std::filesystem::path> tokenizer; // --tokenizer (llama2.c tokenizer.bin)
     std::optional<std::string> name;                // --name: general.name
+    bool to_safetensors = false;                    // --to safetensors: a Hugging Face folder instead of GGUF
 };
 
 // Converts and writes atomically; progress (on a terminal) and the summary go to `log`.

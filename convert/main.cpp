@@ -11,11 +11,15 @@
 namespace {
 
 constexpr std::string_view kUsage = R"(usage: kiln-convert INPUT -o OUT.gguf [--type TYPE] [--tokenizer FILE] [--name NAME]
+       kiln-convert INPUT -o FOLDER --to safetensors
        kiln-convert inspect FILE
 
 Converts a checkpoint into one GGUF file (the input format is told from the
 file's content, not its name):
   GGUF                  re-quantize an existing file (e.g. f32 -> q8_0)
+  llama2.c .bin         legacy and ak42 v1/v2; --tokenizer tokenizer.bin embeds its vocabulary
+  PyTorch .pt/.pth      torch.save archives of llama2.c's model.py (whitelist unpickler)
+  Hugging Face folder   LlamaForCausalLM: config.json + model.safetensors (or sharded)
 
   -o, --output FILE     the GGUF file to write (written atomically: an error or
                         Ctrl-C never leaves a partial file there)
@@ -24,6 +28,8 @@ file's content, not its name):
                         whole blocks stay f16 (listed in the summary).
                         Default: keep each tensor's type.
   --name NAME           general.name of the output
+  --to safetensors      write a Hugging Face folder (config.json + model.safetensors)
+                        instead, for PyTorch; quantized tensors are written as f32
 
 inspect FILE            print a GGUF file's metadata, its tensors (name, type,
                         shape, bytes) and a one-line summary
@@ -63,6 +69,10 @@ int run(int argc, char** argv) {
                 usage_error("--type must be f32, f16, bf16, q8_0 or q4_0, got '{}'", name);
         } else if (arg == "--tokenizer") {
             options.tokenizer = std::filesystem::path(args.value(arg));
+        } else if (arg == "--to") {
+            const std::string_view to = args.value(arg);
+            if (to == "safetensors") options.to_safetensors = true;
+            else if (to != "gguf") usage_error("--to must be gguf or safetensors, got '{}'", to);
         } else if (arg == "--name") {
             options.name = std::string(args.value(arg));
         } else if (!arg.empty() && arg[0] == '-') {

@@ -7,6 +7,7 @@
 
 #include "convert/convert.h"
 #include "engine/models/llama.h"
+#include "formats/checkpoint/safetensors.h"
 #include "formats/gguf/gguf_file.h"
 #include "support/paths.h"
 #include "support/run_tool.h"
@@ -204,4 +205,40 @@ TEST_CASE("Hugging Face Llama folders convert to the same tensors llama.cpp's fi
         CHECK(std::equal(u.data.begin(), u.data.end(), t.data.begin(), t.data.end()));
     }
     CHECK(converted.get_int("llama.attention.head_count_kv") == 4);
+}
+
+TEST_CASE("export to safetensors and back is lossless for float models", "[convert][safetensors]") {
+    test::TempDir dir;
+    const auto folder = dir.path() / "hf";
+    const auto back = dir.path() / "back.gguf";
+    auto convert = [&](const std::string& args) {
+        const auto run = test::run_tool("kiln-convert", args);
+        INFO(run.err);
+        REQUIRE(run.status == 0);
+    };
+    convert(fmt::format("{} -o {} --to safetensors", shell_quote(model()), shell_quote(folder.string())));
+    // The exported folder holds HF's layout: the same bytes as the independently made fixture folder.
+    const auto fixture = test::fixtures_dir() / "safetensors" / "stories260K_hf";
+    const SafetensorsFile exported = SafetensorsFile::open(folder / "model.safetensors");
+    const SafetensorsFile reference = SafetensorsFile::open(fixture / "model.safetensors");
+    REQUIRE(exported.tensors().size() == reference.tensors().size());
+    for (const SafetensorsTensor& t : reference.tensors()) {
+        INFO(t.name);
+        const SafetensorsTensor* e = exported.find_tensor(t.name);
+        REQUIRE(e != nullptr);
+        CHECK(e->shape == t.shape);
+        CHECK(std::equal(e->data.begin(), e->data.end(), t.data.begin(), t.data.end()));
+    }
+    // And back to GGUF: every tensor as llama.cpp wrote it.
+    convert(fmt::format("{} -o {}", shell_quote(folder.string()), shell_quote(back.string())));
+    const GgufFile original = GgufFile::open(model());
+    const GgufFile round_trip = GgufFile::open(back);
+    for (const GgufTensor& t : original.tensors()) {
+        INFO(t.name);
+        const GgufTensor& u = round_trip.get_tensor(t.name);
+        CHECK(std::equal(u.data.begin(), u.data.end(), t.data.begin(), t.data.end()));
+    }
+    const auto bad = test::run_tool("kiln-convert", fmt::format("{} -o {} --to onnx", shell_quote(model()),
+                                                                shell_quote(folder.string())));
+    CHECK(bad.status == 2);
 }
