@@ -12,6 +12,7 @@
 
 #include "engine/core/error.h"
 #include "engine/core/printable.h"
+#include "formats/checkpoint/llama_metadata.h"
 #include "formats/checkpoint/safetensors.h"
 
 namespace kiln {
@@ -229,22 +230,8 @@ private:
     }
 
     std::vector<GgufEntry> metadata() const {
-        const auto u32 = [](uint64_t v) { return GgufValue(static_cast<uint32_t>(v)); };
-        std::vector<GgufEntry> md = {
-            {"general.architecture", GgufValue("llama")},
-            {"general.name", GgufValue(folder_.filename().string())},
-            {"llama.context_length", u32(context_)},
-            {"llama.embedding_length", u32(dim_)},
-            {"llama.feed_forward_length", u32(hidden_)},
-            {"llama.attention.head_count", u32(n_heads_)},
-            {"llama.attention.head_count_kv", u32(n_kv_heads_)},
-            {"llama.block_count", u32(n_layers_)},
-            {"llama.rope.dimension_count", u32(head_dim_)},
-            {"llama.attention.layer_norm_rms_epsilon", GgufValue(static_cast<float>(norm_eps_))},
-        };
-        if (rope_theta_ != kDefaultRopeTheta)
-            md.push_back({"llama.rope.freq_base", GgufValue(static_cast<float>(rope_theta_))});
-        return md;
+        return llama_metadata({folder_.filename().string(), context_, dim_, hidden_, n_heads_, n_kv_heads_, n_layers_,
+                               head_dim_, norm_eps_, rope_theta_});
     }
 
     std::filesystem::path folder_;

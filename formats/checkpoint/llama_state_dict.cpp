@@ -10,6 +10,7 @@
 
 #include "engine/core/error.h"
 #include "engine/core/printable.h"
+#include "formats/checkpoint/llama_metadata.h"
 
 namespace kiln {
 namespace {
@@ -212,19 +213,9 @@ private:
     }
 
     std::vector<GgufEntry> metadata() const {
-        const auto u32 = [](int64_t v) { return GgufValue(static_cast<uint32_t>(v)); };
-        return {
-            {"general.architecture", GgufValue("llama")},
-            {"general.name", GgufValue(std::string(name_))},
-            {"llama.context_length", u32(max_seq_len_)},
-            {"llama.embedding_length", u32(dim_)},
-            {"llama.feed_forward_length", u32(hidden_)},
-            {"llama.attention.head_count", u32(n_heads_)},
-            {"llama.attention.head_count_kv", u32(n_kv_heads_)},
-            {"llama.block_count", u32(n_layers_)},
-            {"llama.rope.dimension_count", u32(head_dim_)},
-            {"llama.attention.layer_norm_rms_epsilon", GgufValue(static_cast<float>(norm_eps_))},
-        };
+        const auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
+        return llama_metadata({std::string(name_), u(max_seq_len_), u(dim_), u(hidden_), u(n_heads_), u(n_kv_heads_),
+                               u(n_layers_), u(head_dim_), norm_eps_});
     }
 
     const TorchCheckpoint& c_;
