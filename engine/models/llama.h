@@ -11,6 +11,7 @@
 
 #include "engine/graph/executor.h"
 #include "engine/graph/graph.h"
+#include "engine/models/causal_lm.h"
 #include "formats/gguf/gguf_file.h"
 
 namespace kiln {
@@ -89,6 +90,23 @@ private:
     int64_t n_past_ = 0;
     std::vector<std::vector<float>> k_cache_, v_cache_;  // per layer: n_ctx rows of kv_dim
     std::map<std::pair<int64_t, bool>, Compiled> graphs_;
+};
+
+}  // namespace kiln
+
+namespace kiln {
+
+// LlamaModel as a CausalLm (engine/models/causal_lm.h): sessions with sequence slots.
+class LlamaLm final : public CausalLm {
+public:
+    explicit LlamaLm(std::shared_ptr<const GgufFile> file);
+    const ModelInfo& info() const noexcept override { return info_; }
+    std::unique_ptr<CausalSession> new_session(int64_t n_ctx, int64_t n_slots, Executor::Mode mode) const override;
+    const LlamaModel& model() const noexcept { return model_; }
+
+private:
+    LlamaModel model_;
+    ModelInfo info_;
 };
 
 }  // namespace kiln

@@ -1,0 +1,56 @@
+#pragma once
+// What generation needs from a decoder-only model, whatever its architecture:
+// a session holding one or more sequences (slots) in its KV cache, evaluated
+// in batches that may mix slots (beam search advances K hypotheses in one step).
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "engine/graph/executor.h"
+#include "formats/gguf/gguf_file.h"
+
+namespace kiln {
+
+class ThreadPool;
+
+struct ModelInfo {
+    std::string architecture;  // general.architecture
+    int64_t n_vocab = 0;
+    int64_t n_ctx_train = 0;   // the longest context the model was built for
+    uint64_t parameters = 0;
+    uint64_t weight_bytes = 0; // what one decode step reads
+};
+
+class CausalSession {
+public:
+    virtual ~CausalSession() = default;
+
+    // Appends tokens to slot 0; returns the last token's logits ([n_vocab]) or,
+    // with all_logits, every token's ([n, n_vocab]).
+    virtual std::span<const float> eval(std::span<const int32_t> tokens, ThreadPool& pool, bool all_logits = false) = 0;
+    // Appends tokens[i] to slot slots[i]; returns every token's logits ([n, n_vocab]).
+    virtual std::span<const float> eval_slots(std::span<const int32_t> tokens, std::span<const int32_t> slots,
+                                              ThreadPool& pool) = 0;
+    // Slot i continues the sequence of slot parents[i] (see SequenceSlots::reorder).
+    virtual void reorder(std::span<const int32_t> parents) = 0;
+    virtual int64_t n_past(int64_t slot = 0) const = 0;
+    virtual int64_t n_ctx() const noexcept = 0;
+    virtual int64_t n_slots() const noexcept = 0;
+    virtual void reset() = 0;
+};
+
+class CausalLm {
+public:
+    virtual ~CausalLm() = default;
+    virtual const ModelInfo& info() const noexcept = 0;
+    // n_ctx positions for each of n_slots sequences.
+    virtual std::unique_ptr<CausalSession> new_session(int64_t n_ctx, int64_t n_slots = 1,
+                                                       Executor::Mode mode = Executor::Mode::Fast) const = 0;
+};
+
+// The decoder-only model of a GGUF file by general.architecture (llama, gpt2);
+// any other architecture is a kiln::Error listing the supported ones.
+std::unique_ptr<CausalLm> load_causal_lm(std::shared_ptr<const GgufFile> file);
+
+}  // namespace kiln

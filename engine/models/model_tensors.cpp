@@ -1,0 +1,89 @@
+#include "engine/models/model_tensors.h"
+
+#include <fmt/ranges.h>
+
+#include "engine/core/error.h"
+#include "engine/kernels/matmul.h"
+
+namespace kiln::model_tensors {
+
+const GgufTensor* find(const GgufFile& f, const std::string& name, const std::vector<uint64_t>& dims, Role role,
+                       bool required) {
+    const GgufTensor* t = f.find_tensor(name);
+    if (t == nullptr) {
+        if (!required) return nullptr;
+        fail("model", "{}: tensor '{}' is missing", f.name(), name);
+    }
+    if (t->dims != dims)
+        fail("model", "{}: tensor '{}' has shape [{}], expected [{}]", f.name(), name, fmt::join(t->dims, ", "),
+             fmt::join(dims, ", "));
+    switch (role) {
+        case Role::Matrix:
+            if (!kernels::matmul_supports(t->type))
+                fail("model", "{}: tensor '{}' has type {}, which kiln cannot multiply with (f32, f16, bf16, q8_0, q4_0)",
+                     f.name(), name, dtype_name(t->type));
+            break;
+        case Role::Vector:
+            if (t->type != DType::F32)
+                fail("model", "{}: tensor '{}' has type {} (norm weights and biases must be f32)", f.name(), name,
+                     dtype_name(t->type));
+            break;
+        case Role::Table:
+            if (type_traits(t->type).to_float == nullptr)
+                fail("model", "{}: tensor '{}' has type {}, which kiln cannot read", f.name(), name, dtype_name(t->type));
+            break;
+    }
+    return t;
+}
+
+int64_t positive(const GgufFile& f, const std::string& key) {
+    const int64_t v = f.get_int(key);
+    if (v < 1 || v > (int64_t{1} << 24)) fail("model", "{}: {} is {} (out of range)", f.name(), key, v);
+    return v;
+}
+
+float number_or(const GgufFile& f, const std::string& key, float fallback) {
+    return f.find(key) ? static_cast<float>(f.get_number(key)) : fallback;
+}
+
+bool bool_or(const GgufFile& f, const std::string& key, bool fallback) {
+    const GgufValue* v = f.find(key);
+    if (v == nullptr) return fallback;
+    const std::optional<bool> b = v->as_bool();
+    if (!b) fail("model", "{}: {} must be a bool", f.name(), key);
+    return *b;
+}
+
+NodeId leaf(Graph& g, const GgufTensor& t) {
+    const int64_t rows = t.dims.size() == 1 ? 1 : static_cast<int64_t>(t.dims[1]);
+    return leaf_rows(g, t, 0, t.dims.size() == 1 ? static_cast<int64_t>(t.dims[0]) : rows);
+}
+
+NodeId leaf_rows(Graph& g, const GgufTensor& t, int64_t first, int64_t count) {
+    const auto ne0 = static_cast<int64_t>(t.dims[0]);
+    if (t.dims.size() == 1) {
+        // Elements of a vector (a bias): f32, so any element is a valid start.
+        const auto* data = reinterpret_cast<const float*>(t.data.data()) + first;
+        const bool whole = first == 0 && count == ne0;
+        return g.weight(whole ? t.name : fmt::format("{}[{}:{}]", t.name, first, first + count), t.type,
+                        Shape::of({count}), data);
+    }
+    const std::byte* data = t.data.data() + static_cast<size_t>(first) * row_bytes_of(t.type, ne0);
+    const bool whole = first == 0 && count == static_cast<int64_t>(t.dims[1]);
+    return g.weight(whole ? t.name : fmt::format("{}[{}:{}]", t.name, first, first + count), t.type,
+                    Shape::of({ne0, count}), data);
+}
+
+uint64_t parameter_count(const GgufFile& f) noexcept {
+    uint64_t n = 0;
+    for (const GgufTensor& t : f.tensors()) n += t.elements;
+    return n;
+}
+
+uint64_t weight_bytes(const GgufFile& f) noexcept {
+    uint64_t n = 0;
+    for (const GgufTensor& t : f.tensors()) n += t.data.size();
+    return n;
+}
+
+}  // namespace kiln::model_tensors

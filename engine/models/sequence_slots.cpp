@@ -1,0 +1,77 @@
+#include "engine/models/sequence_slots.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "engine/core/error.h"
+
+namespace kiln {
+
+SequenceSlots::SequenceSlots(int64_t n_layers, int64_t kv_dim, int64_t n_slots, int64_t n_ctx)
+    : kv_dim_(kv_dim), n_slots_(n_slots), n_ctx_(n_ctx) {
+    if (n_slots < 1 || n_ctx < 1) fail("model", "a context needs at least one slot and one position");
+    const auto floats = static_cast<size_t>(kv_dim * n_slots * n_ctx);
+    k_.assign(static_cast<size_t>(n_layers), std::vector<float>(floats));
+    v_.assign(static_cast<size_t>(n_layers), std::vector<float>(floats));
+    n_past_.assign(static_cast<size_t>(n_slots), 0);
+}
+
+void SequenceSlots::plan(std::span<const int32_t> slots, SlotBatch& batch) const {
+    const size_t n = slots.size();
+    batch.positions.resize(n);
+    batch.cache_rows.resize(n);
+    std::vector<int64_t> next(n_past_);
+    for (size_t i = 0; i < n; ++i) {
+        const int32_t s = slots[i];
+        if (s < 0 || s >= n_slots_) fail("model", "sequence slot {} is out of range (0..{})", s, n_slots_ - 1);
+        const int64_t pos = next[static_cast<size_t>(s)]++;
+        if (pos >= n_ctx_)
+            fail("model", "sequence {} does not fit the context: {} tokens of {} (raise -c)", s, pos + 1, n_ctx_);
+        batch.positions[i] = static_cast<int32_t>(pos);
+        batch.cache_rows[i] = static_cast<int32_t>(s * n_ctx_ + pos);
+    }
+    if (n_slots_ == 1) {
+        batch.mask.clear();  // one sequence: the causal limit alone is the mask
+        return;
+    }
+    const size_t rows = static_cast<size_t>(n_slots_ * n_ctx_);
+    batch.mask.assign(rows * n, 0);
+    for (size_t i = 0; i < n; ++i) {
+        const size_t first = static_cast<size_t>(slots[i]) * static_cast<size_t>(n_ctx_);
+        std::fill_n(batch.mask.begin() + static_cast<std::ptrdiff_t>(i * rows + first), batch.positions[i] + 1, int8_t{1});
+    }
+}
+
+void SequenceSlots::commit(std::span<const int32_t> slots) {
+    for (int32_t s : slots) ++n_past_.at(static_cast<size_t>(s));
+}
+
+void SequenceSlots::reorder(std::span<const int32_t> parents) {
+    if (static_cast<int64_t>(parents.size()) != n_slots_)
+        fail("model", "reorder needs a parent for each of the {} slots, got {}", n_slots_, parents.size());
+    for (int32_t p : parents)
+        if (p < 0 || p >= n_slots_) fail("model", "parent slot {} is out of range (0..{})", p, n_slots_ - 1);
+    const auto slot_floats = static_cast<size_t>(n_ctx_ * kv_dim_);
+    scratch_.resize(slot_floats * static_cast<size_t>(n_slots_));
+    std::vector<int64_t> new_past(static_cast<size_t>(n_slots_));
+    for (size_t i = 0; i < parents.size(); ++i) new_past[i] = n_past_[static_cast<size_t>(parents[i])];
+    for (auto* caches : {&k_, &v_}) {
+        for (std::vector<float>& cache : *caches) {
+            // Copy every slot's used rows aside first: a slot may be both a parent and overwritten.
+            for (int64_t s = 0; s < n_slots_; ++s)
+                std::memcpy(scratch_.data() + static_cast<size_t>(s) * slot_floats,
+                            cache.data() + static_cast<size_t>(s) * slot_floats,
+                            static_cast<size_t>(n_past_[static_cast<size_t>(s)] * kv_dim_) * sizeof(float));
+            for (size_t i = 0; i < parents.size(); ++i)
+                std::memcpy(cache.data() + i * slot_floats, scratch_.data() + static_cast<size_t>(parents[i]) * slot_floats,
+                            static_cast<size_t>(new_past[i] * kv_dim_) * sizeof(float));
+        }
+    }
+    n_past_ = std::move(new_past);
+}
+
+void SequenceSlots::clear() noexcept { std::fill(n_past_.begin(), n_past_.end(), 0); }
+
+void SequenceSlots::clear_slot(int64_t slot) { n_past_.at(static_cast<size_t>(slot)) = 0; }
+
+}  // namespace kiln

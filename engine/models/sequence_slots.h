@@ -1,0 +1,55 @@
+#pragma once
+// Several sequences decoded side by side in one KV cache, for beam search and
+// batched evaluation. Slot s owns cache rows [s * n_ctx, (s + 1) * n_ctx); a
+// batch is any list of (token, slot) pairs, each token going to the next
+// position of its slot. One graph then serves every mix of slots: a token's
+// attention is bounded by its cache row (the attention op's causal limit) and
+// a mask keeps it to its own slot's rows, so sequences never see each other.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace kiln {
+
+// The per-token inputs a batch needs, filled by SequenceSlots::plan().
+struct SlotBatch {
+    std::vector<int32_t> positions;   // position within the token's sequence (embeddings, RoPE)
+    std::vector<int32_t> cache_rows;  // where its key/value go; also its attention limit
+    std::vector<int8_t> mask;         // [n_slots * n_ctx] per token: 1 = may attend (empty with one slot)
+};
+
+class SequenceSlots {
+public:
+    // n_layers caches of n_slots * n_ctx rows of kv_dim floats, keys and values.
+    SequenceSlots(int64_t n_layers, int64_t kv_dim, int64_t n_slots, int64_t n_ctx);
+
+    int64_t n_slots() const noexcept { return n_slots_; }
+    int64_t n_ctx() const noexcept { return n_ctx_; }
+    int64_t kv_dim() const noexcept { return kv_dim_; }
+    int64_t cache_rows() const noexcept { return n_slots_ * n_ctx_; }
+    int64_t n_past(int64_t slot) const { return n_past_.at(static_cast<size_t>(slot)); }
+
+    float* keys(int64_t layer) noexcept { return k_[static_cast<size_t>(layer)].data(); }
+    float* values(int64_t layer) noexcept { return v_[static_cast<size_t>(layer)].data(); }
+
+    // Positions, cache rows and mask for tokens appended to `slots` (one slot
+    // per token, in order). Throws kiln::Error when a slot is out of range or
+    // a sequence would outgrow the context. Does not advance anything: call
+    // commit() once the batch has run.
+    void plan(std::span<const int32_t> slots, SlotBatch& batch) const;
+    void commit(std::span<const int32_t> slots);
+
+    // Slot i takes over the sequence that was in slot parents[i] (beam search:
+    // survivors and forks). parents.size() == n_slots; a parent may repeat.
+    void reorder(std::span<const int32_t> parents);
+    void clear() noexcept;
+    void clear_slot(int64_t slot);
+
+private:
+    int64_t kv_dim_, n_slots_, n_ctx_;
+    std::vector<std::vector<float>> k_, v_;
+    std::vector<int64_t> n_past_;
+    std::vector<float> scratch_;  // one slot's rows, for reorder
+};
+
+}  // namespace kiln
