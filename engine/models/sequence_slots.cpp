@@ -47,13 +47,13 @@ void SequenceSlots::commit(std::span<const int32_t> slots) {
 }
 
 void SequenceSlots::reorder(std::span<const int32_t> parents) {
-    if (static_cast<int64_t>(parents.size()) != n_slots_)
-        fail("model", "reorder needs a parent for each of the {} slots, got {}", n_slots_, parents.size());
+    if (static_cast<int64_t>(parents.size()) > n_slots_)
+        fail("model", "reorder got {} parents for {} slots", parents.size(), n_slots_);
     for (int32_t p : parents)
         if (p < 0 || p >= n_slots_) fail("model", "parent slot {} is out of range (0..{})", p, n_slots_ - 1);
     const auto slot_floats = static_cast<size_t>(n_ctx_ * kv_dim_);
     scratch_.resize(slot_floats * static_cast<size_t>(n_slots_));
-    std::vector<int64_t> new_past(static_cast<size_t>(n_slots_));
+    std::vector<int64_t> new_past(static_cast<size_t>(n_slots_), 0);  // slots without a parent end up empty
     for (size_t i = 0; i < parents.size(); ++i) new_past[i] = n_past_[static_cast<size_t>(parents[i])];
     for (auto* caches : {&k_, &v_}) {
         for (std::vector<float>& cache : *caches) {

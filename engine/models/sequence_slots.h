@@ -40,7 +40,8 @@ public:
     void commit(std::span<const int32_t> slots);
 
     // Slot i takes over the sequence that was in slot parents[i] (beam search:
-    // survivors and forks). parents.size() == n_slots; a parent may repeat.
+    // survivors and forks). A parent may repeat; slots from parents.size() on
+    // are left empty.
     void reorder(std::span<const int32_t> parents);
     void clear() noexcept;
     void clear_slot(int64_t slot);
