@@ -1,7 +1,7 @@
 #pragma once
 // The encoder-decoder Transformer of "Attention Is All You Need"
 // (general.architecture = "transformer"; tensor names and keys in
-// docs/formats.md): token embeddings scaled by sqrt(d_model) plus sinusoidal
+// docs/architectures.md): token embeddings scaled by sqrt(d_model) plus sinusoidal
 // positions, N encoder layers (self-attention over the non-padding source),
 // N decoder layers (causal self-attention, cross-attention to the encoder
 // output, FFN), post-LN as in the paper or pre-LN, ReLU or GELU, and a
