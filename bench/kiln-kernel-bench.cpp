@@ -51,6 +51,7 @@
 #pragma GCC diagnostic pop
 #endif
 
+#include "bench/machine_limits.h"
 #include "engine/core/dtype.h"
 #include "engine/kernels/matmul.h"
 #include "engine/runtime/thread_pool.h"
@@ -82,7 +83,10 @@ struct Options {
     std::string kernels;
 };
 
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+using kiln::bench::measure_bandwidth;
+using kiln::bench::read_cpu_model;
+using kiln::bench::read_l3_size;
+double now() { return kiln::bench::now_seconds(); }
 
 constexpr double kMiB = 1024.0 * 1024.0;
 
@@ -98,76 +102,7 @@ struct Rng {
     float uniform() { return static_cast<float>(next() >> 40) * (2.0f / 16777216.0f) - 1.0f; }  // [-1, 1)
 };
 
-std::string read_cpu_model() {
-    std::ifstream in("/proc/cpuinfo");
-    std::string line;
-    while (std::getline(in, line))
-        if (line.rfind("model name", 0) == 0) {
-            const size_t colon = line.find(':');
-            return colon == std::string::npos ? line : line.substr(colon + 2);
-        }
-    return "unknown";
-}
-
-std::string read_l3_size() {
-    std::ifstream in("/sys/devices/system/cpu/cpu0/cache/index3/size");
-    std::string size;
-    if (!(in >> size)) return "unknown";
-    if (size.size() > 1 && size.back() == 'K') {  // sysfs writes e.g. "266240K"
-        try {
-            return fmt::format("{} MiB", std::stoll(size.substr(0, size.size() - 1)) / 1024);
-        } catch (const std::exception&) {
-        }
-    }
-    return size;
-}
-
 // ------------------------------------------------------------------ limits
-
-// Best-of-reps read bandwidth in GB/s. Each thread reads its share as
-// kStreams interleaved sequential streams, the way a matvec reads several
-// weight rows at once: on this machine 2 streams draw about 10% more than one
-// (and more than 4 or 8), and the kernels should be held to the best the
-// memory system gives, not to a weak reference.
-double measure_bandwidth(kiln::ThreadPool& pool, const uint64_t* data, size_t words, int reps) {
-    constexpr int64_t kStreams = 2;
-    constexpr int64_t kWordsPerStep = 8;  // one 64-byte line per stream per step
-    double best = 0;
-    std::vector<uint64_t> sinks(static_cast<size_t>(pool.size()) * 8);
-    for (int rep = 0; rep < reps; ++rep) {
-        size_t bytes_read = 0;
-        std::vector<size_t> per_thread(static_cast<size_t>(pool.size()));
-        const double t0 = now();
-        pool.run([&](int ith, int nth) {
-            const auto [b, e] = kiln::split_range(static_cast<int64_t>(words), ith, nth);
-            const int64_t per = (e - b) / kStreams / kWordsPerStep * kWordsPerStep;
-            const uint64_t* base = data + b;
-#if defined(__AVX512F__)
-            __m512i acc = _mm512_setzero_si512();
-            for (int64_t i = 0; i < per; i += kWordsPerStep)
-                for (int64_t s = 0; s < kStreams; ++s)
-                    acc = _mm512_add_epi64(acc, _mm512_loadu_si512(base + s * per + i));
-            alignas(64) uint64_t lanes[8];
-            _mm512_store_si512(lanes, acc);
-#else
-            uint64_t lanes[8] = {};
-            for (int64_t i = 0; i < per; i += kWordsPerStep)
-                for (int64_t s = 0; s < kStreams; ++s)
-                    for (int64_t j = 0; j < kWordsPerStep; ++j) lanes[j] += base[s * per + i + j];
-#endif
-            uint64_t total = 0;
-            for (uint64_t v : lanes) total += v;
-            sinks[static_cast<size_t>(ith) * 8] = total;
-            per_thread[static_cast<size_t>(ith)] = static_cast<size_t>(per * kStreams) * 8;
-        });
-        const double seconds = now() - t0;
-        for (size_t b : per_thread) bytes_read += b;
-        best = std::max(best, static_cast<double>(bytes_read) / seconds / 1e9);
-    }
-    volatile uint64_t keep = 0;
-    for (uint64_t s : sinks) keep = keep + s;
-    return best;
-}
 
 // FMA peak in GFLOP/s: 12 independent accumulator chains per thread cover
 // FMA latency (4 cycles) times two FMA ports with room to spare.

@@ -68,3 +68,131 @@ TEST_CASE("kiln-perplexity refuses texts shorter than one window and bad flags",
     const auto bad_ctx = test::run_tool("kiln-perplexity", "-m " + model + " -f x -c 1");
     CHECK(bad_ctx.status == 2);
 }
+
+namespace {
+
+std::map<std::string, std::string> read_key_values(const std::filesystem::path& path) {
+    std::ifstream in(path);
+    REQUIRE(in.good());
+    std::map<std::string, std::string> values;
+    std::string line;
+    while (std::getline(in, line)) {
+        if (line.empty() || line[0] == '#') continue;
+        std::istringstream fields(line);
+        std::string key, value;
+        fields >> key >> value;
+        values[key] = value;
+    }
+    return values;
+}
+
+// The value printed after "<label> = " in kiln-perplexity's output.
+double printed(const std::string& out, const std::string& label) {
+    const size_t at = out.find(label + " = ");
+    REQUIRE(at != std::string::npos);
+    return std::stod(out.substr(at + label.size() + 3));
+}
+
+// A text of `bytes` bytes of Tiny Shakespeare and the F32 / Q8_0 stories260K.
+struct KlSetup {
+    test::TempDir dir;
+    std::string text, f32, q8_0;
+    explicit KlSetup(size_t bytes) {
+        const auto all = test::read_file(test::shared_dir() / "data" / "tinyshakespeare.txt");
+        test::write_file(dir.path() / "text.txt", std::span(all).first(bytes));
+        text = test::shell_quote((dir.path() / "text.txt").string());
+        f32 = test::shell_quote((test::shared_models_dir() / "stories260K.gguf").string());
+        q8_0 = test::shell_quote((dir.path() / "q8_0.gguf").string());
+        const auto convert = test::run_tool("kiln-convert", f32 + " -o " + q8_0 + " --type q8_0");
+        INFO(convert.err);
+        REQUIRE(convert.status == 0);
+    }
+    std::string base() const { return test::shell_quote((dir.path() / "base.bin").string()); }
+};
+
+}  // namespace
+
+TEST_CASE("kiln-perplexity --kl-base: KL divergence, top-1 agreement and PPL ratio of Q8_0 equal the reference",
+          "[cli][perplexity]") {
+    auto fixture = read_key_values(test::fixtures_dir() / "llama" / "stories260K_kl_q8_0.txt");
+    const KlSetup s(static_cast<size_t>(std::stoul(fixture["bytes"])));
+    const std::string ctx = " -c " + fixture["ctx"];
+    const auto saved = test::run_tool("kiln-perplexity", "-m " + s.f32 + " -f " + s.text + ctx + " --kl-base " + s.base());
+    INFO(saved.err);
+    REQUIRE(saved.status == 0);
+    CHECK(saved.out.find("saved the logits of " + fixture["windows"] + " windows") != std::string::npos);
+    const auto windows = std::stoull(fixture["windows"]), n_ctx = std::stoull(fixture["ctx"]);
+    CHECK(std::filesystem::file_size(s.dir.path() / "base.bin") == 32 + windows * n_ctx * 4 + windows * (n_ctx - 1) * 512 * 4);
+
+    for (int threads : {1, 2}) {
+        const auto run = test::run_tool("kiln-perplexity", fmt::format("-m {} -f {}{} -t {} --kl-base {} --kl-divergence",
+                                                                       s.q8_0, s.text, ctx, threads, s.base()));
+        INFO(run.out << run.err);
+        REQUIRE(run.status == 0);
+        CHECK(printed(run.out, "base PPL") == Approx(std::stod(fixture["base_ppl"])).epsilon(1e-5));
+        CHECK(printed(run.out, "PPL") == Approx(std::stod(fixture["ppl"])).epsilon(1e-5));
+        CHECK(printed(run.out, "PPL ratio") == Approx(std::stod(fixture["ppl_ratio"])).epsilon(1e-5));
+        // Float sums in another order move the KL by far less than 1%.
+        CHECK(printed(run.out, "mean KL divergence") == Approx(std::stod(fixture["mean_kl"])).epsilon(0.01));
+        CHECK(printed(run.out, "max KL divergence") == Approx(std::stod(fixture["max_kl"])).epsilon(0.02));
+        int same = 0, scored = 0;
+        const size_t at = run.out.find("top-1 agreement = ");
+        REQUIRE(at != std::string::npos);
+        REQUIRE(std::sscanf(run.out.c_str() + at, "top-1 agreement = %*f%% (%d of %d)", &same, &scored) == 2);
+        CHECK(scored == std::stoi(fixture["scored"]));
+        // A near-tie between the two best tokens may fall either way.
+        CHECK(std::abs(same - std::stoi(fixture["same_top"])) <= 2);
+    }
+
+    // The base model against its own logits: nothing diverges.
+    const auto self = test::run_tool("kiln-perplexity", "-m " + s.f32 + " -f " + s.text + ctx + " --kl-base " + s.base() +
+                                                             " --kl-divergence");
+    REQUIRE(self.status == 0);
+    CHECK(printed(self.out, "mean KL divergence") < 1e-9);
+    CHECK(printed(self.out, "PPL ratio") == Approx(1.0).epsilon(1e-9));
+    CHECK(self.out.find("top-1 agreement = 100.0000%") != std::string::npos);
+}
+
+TEST_CASE("kiln-perplexity --kl-base refuses a base of other windows or a damaged file", "[cli][perplexity]") {
+    const KlSetup s(3000);
+    const auto saved = test::run_tool("kiln-perplexity", "-m " + s.f32 + " -f " + s.text + " -c 64 --kl-base " + s.base());
+    REQUIRE(saved.status == 0);
+    const auto compare = [&](const std::string& extra) {
+        return test::run_tool("kiln-perplexity", "-m " + s.q8_0 + " -f " + s.text + " --kl-divergence " + extra);
+    };
+    const auto other_ctx = compare("-c 32 --kl-base " + s.base());
+    CHECK(other_ctx.status == 1);
+    CHECK(other_ctx.err.find("holds 28 windows of 64") != std::string::npos);
+    const auto fewer = compare("-c 64 --chunks 3 --kl-base " + s.base());
+    CHECK(fewer.status == 1);
+    CHECK(fewer.err.find("use the same text, -c and --chunks") != std::string::npos);
+
+    test::write_file(s.dir.path() / "junk.bin", std::as_bytes(std::span("not logits at all", 17)));
+    const auto junk = compare("-c 64 --kl-base " + test::shell_quote((s.dir.path() / "junk.bin").string()));
+    CHECK(junk.status == 1);
+    CHECK(junk.err.find("is not a kiln-perplexity --kl-base file") != std::string::npos);
+
+    auto bytes = test::read_file(s.dir.path() / "base.bin");
+    bytes.resize(bytes.size() - 4);
+    test::write_file(s.dir.path() / "short.bin", bytes);
+    const auto truncated = compare("-c 64 --kl-base " + test::shell_quote((s.dir.path() / "short.bin").string()));
+    CHECK(truncated.status == 1);
+    CHECK(truncated.err.find("is damaged") != std::string::npos);
+
+    // Another text of the same length in tokens is caught by its token ids.
+    auto text = test::read_file(s.dir.path() / "text.txt");
+    std::swap(text[0], text[1]);
+    test::write_file(s.dir.path() / "other.txt", text);
+    const auto other_text = test::run_tool(
+        "kiln-perplexity", "-m " + s.q8_0 + " -f " + test::shell_quote((s.dir.path() / "other.txt").string()) +
+                               " -c 64 --kl-divergence --kl-base " + s.base());
+    CHECK(other_text.status != 0);
+
+    const auto no_base = compare("-c 64");
+    CHECK(no_base.status == 2);
+    CHECK(no_base.err.find("--kl-divergence needs the base logits") != std::string::npos);
+    const auto no_folder = test::run_tool("kiln-perplexity", "-m " + s.f32 + " -f " + s.text +
+                                                                 " -c 64 --kl-base /nonexistent/dir/base.bin");
+    CHECK(no_folder.status == 1);
+    CHECK(!std::filesystem::exists("/nonexistent/dir/base.bin"));
+}

@@ -19,6 +19,7 @@ std::string read_text(const std::filesystem::path& p) {
 
 std::filesystem::path tool_path(const std::string& name) {
     if (name == "kiln-convert") return KILN_CONVERT_EXE;
+    if (name == "kiln-bench") return std::filesystem::path(KILN_BENCH_DIR) / name;
     return std::filesystem::path(KILN_TOOLS_DIR) / name;
 }
 

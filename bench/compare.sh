@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# compare.sh: kiln-bench against llama.cpp's llama-bench on the same GGUF files
+# and threads, run alternately, and the ratio kiln / llama.cpp for each test.
+#
+#   bench/compare.sh LLAMA_CPP_BUILD_DIR MODEL.gguf [MODEL.gguf ...]
+#
+# LLAMA_CPP_BUILD_DIR is the user's own llama.cpp build (the folder holding
+# bin/llama-bench, or llama-bench itself); this script never downloads or
+# builds it. Settings come from the environment:
+#   THREADS=1,2   N_PROMPT=128   N_GEN=64   REPS=5   ROUNDS=1
+#   KILN_BENCH=<repo>/build/bench/kiln-bench   PYTHON=python3
+# Each round runs, for every model and thread count, llama-bench then
+# kiln-bench (pp and tg each), so slow drifts of a shared machine fall on both
+# engines alike; with ROUNDS > 1 the samples of all rounds are pooled. The load
+# average is printed before every run: compare only figures from a quiet machine.
+set -euo pipefail
+
+usage() {
+    sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+    exit 2
+}
+[[ $# -ge 2 ]] || usage
+[[ $1 == -h || $1 == --help ]] && usage
+
+llama_dir=$1
+shift
+if [[ -x $llama_dir/bin/llama-bench ]]; then
+    llama_bench=$llama_dir/bin/llama-bench
+elif [[ -x $llama_dir/llama-bench ]]; then
+    llama_bench=$llama_dir/llama-bench
+else
+    echo "compare.sh: no llama-bench in $llama_dir (expected $llama_dir/bin/llama-bench)" >&2
+    exit 1
+fi
+repo=$(cd "$(dirname "$0")/.." && pwd)
+kiln_bench=${KILN_BENCH:-$repo/build/bench/kiln-bench}
+if [[ ! -x $kiln_bench ]]; then
+    echo "compare.sh: no kiln-bench at $kiln_bench (build it: cmake --build build --target kiln-bench)" >&2
+    exit 1
+fi
+for m in "$@"; do
+    [[ -f $m ]] || { echo "compare.sh: no model file '$m'" >&2; exit 1; }
+done
+
+threads=${THREADS:-1,2}
+n_prompt=${N_PROMPT:-128}
+n_gen=${N_GEN:-64}
+reps=${REPS:-5}
+rounds=${ROUNDS:-1}
+python=${PYTHON:-python3}
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+load() { cut -d' ' -f1-3 /proc/loadavg; }
+echo "compare.sh: llama-bench $llama_bench; kiln-bench $kiln_bench" >&2
+echo "compare.sh: threads $threads, pp $n_prompt, tg $n_gen, $reps repetitions, $rounds round(s)" >&2
+load_before=$(load)
+for ((round = 1; round <= rounds; ++round)); do
+    for m in "$@"; do
+        for t in ${threads//,/ }; do
+            echo "compare.sh: round $round, $(basename "$m"), $t thread(s): llama-bench (load $(load))" >&2
+            "$llama_bench" -m "$m" -t "$t" -p "$n_prompt" -n "$n_gen" -r "$reps" -o jsonl \
+                >>"$work/llama.jsonl" 2>>"$work/llama.err" ||
+                { cat "$work/llama.err" >&2; echo "compare.sh: llama-bench failed" >&2; exit 1; }
+            echo "compare.sh: round $round, $(basename "$m"), $t thread(s): kiln-bench (load $(load))" >&2
+            "$kiln_bench" -m "$m" -t "$t" -p "$n_prompt" -n "$n_gen" -r "$reps" -o jsonl \
+                >>"$work/kiln.jsonl" 2>>"$work/kiln.err" ||
+                { cat "$work/kiln.err" >&2; echo "compare.sh: kiln-bench failed" >&2; exit 1; }
+        done
+    done
+done
+load_after=$(load)
+
+"$python" - "$work/llama.jsonl" "$work/kiln.jsonl" "$load_before" "$load_after" <<'EOF'
+import json, math, os, sys
+
+def read(path):
+    # (file, threads, test) -> pooled samples_ts, and the first record seen
+    out = {}
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            r = json.loads(line)
+            test = f"pp{r['n_prompt']}" if r["n_prompt"] > 0 else f"tg{r['n_gen']}"
+            key = (r["model_filename"], r["n_threads"], test)
+            entry = out.setdefault(key, {"samples": [], "record": r})
+            entry["samples"] += r["samples_ts"]
+    return out
+
+def stats(v):
+    m = sum(v) / len(v)
+    sd = math.sqrt(sum((x - m) ** 2 for x in v) / (len(v) - 1)) if len(v) > 1 else 0.0
+    return m, sd
+
+llama, kiln = read(sys.argv[1]), read(sys.argv[2])
+print(f"load average before: {sys.argv[3]}, after: {sys.argv[4]}")
+first = next(iter(kiln.values()))["record"]
+print(f"CPU: {first['cpu_info']}; kiln kernels: {first.get('kernels', '?')}")
+print()
+print("| model | threads | test | llama.cpp t/s | kiln t/s | kiln / llama.cpp |")
+print("| --- | ---: | ---: | ---: | ---: | ---: |")
+for key in kiln:
+    model, threads, test = key
+    k_mean, k_sd = stats(kiln[key]["samples"])
+    name = f"{kiln[key]['record']['model_type']} ({os.path.basename(model)})"
+    if key in llama:
+        l_mean, l_sd = stats(llama[key]["samples"])
+        print(f"| {name} | {threads} | {test} | {l_mean:.2f} ± {l_sd:.2f} | {k_mean:.2f} ± {k_sd:.2f} | {k_mean / l_mean:.2f} |")
+    else:
+        print(f"| {name} | {threads} | {test} | (missing) | {k_mean:.2f} ± {k_sd:.2f} | - |")
+EOF

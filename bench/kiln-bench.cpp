@@ -1,0 +1,501 @@
+// kiln-bench: tokens per second of prompt processing and generation, measured
+// and reported the way llama.cpp's llama-bench does, so the two can be run on
+// the same GGUF file and compared figure for figure.
+//
+// For every model x threads x test:
+//  * pp N: the cache cleared, N random token ids evaluated as one batch (only
+//    the last position's logits computed, as llama-bench asks llama.cpp);
+//  * tg N: the cache cleared, N steps of one token each (random ids, so no
+//    sampling in the timed loop).
+// One untimed run of each test first (graph compiled, pages faulted in, the
+// caches and the thread pool warm), then -r timed repetitions. t/s is the
+// mean over repetitions of tokens / seconds, ± their sample standard
+// deviation, exactly llama-bench's avg_ts and stddev_ts.
+//
+// For tg it also reports the weight bandwidth a decode step draws: the bytes of
+// every tensor one step reads (all of them except the token embedding, of
+// which one row is read — unless the output head is tied to it) times tokens
+// per second; with --roofline, also as a fraction of this machine's read
+// bandwidth measured with the same threads (bench/machine_limits.h).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "bench/machine_limits.h"
+#include "engine/core/error.h"
+#include "engine/kernels/matmul.h"
+#include "engine/models/llama.h"
+#include "engine/runtime/thread_pool.h"
+#include "formats/gguf/gguf_file.h"
+#include "tools/common/cli.h"
+
+namespace {
+
+constexpr std::string_view kUsage = R"(usage: kiln-bench [options]
+
+Measures prompt processing (pp) and generation (tg) speed in tokens/s, like
+llama.cpp's llama-bench, with the same flags and output field names.
+
+options:
+  -m, --model FILE[,FILE...]   GGUF model(s); the flag may be repeated
+  -t, --threads LIST           thread counts, comma-separated (default: physical cores)
+  -p, --n-prompt LIST          prompt lengths, comma-separated; 0 = no pp test (default 512)
+  -n, --n-gen LIST             generated tokens, comma-separated; 0 = no tg test (default 128)
+  -r, --repetitions N          timed repetitions of each test (default 5)
+  -o, --output FORMAT          md, csv, json or jsonl (default md)
+      --roofline               measure this machine's memory read bandwidth per thread
+                               count and report tg's weight bandwidth as a fraction of it
+      --roofline-mib N         size of the buffer --roofline reads (default 1024: well
+                               past the L3, so the figure is DRAM bandwidth)
+  -h, --help                   show this help
+
+The kernel set is the best this CPU runs, or the one named by KILN_KERNELS.
+)";
+
+enum class Format { Markdown, Csv, Json, Jsonl };
+
+struct Options {
+    std::vector<std::string> models;
+    std::vector<int> threads;
+    std::vector<int64_t> n_prompt{512};
+    std::vector<int64_t> n_gen{128};
+    int reps = 5;
+    Format format = Format::Markdown;
+    bool roofline = false;
+    int64_t roofline_mib = 1024;
+};
+
+std::vector<std::string_view> split_list(std::string_view list) {
+    std::vector<std::string_view> items;
+    for (;;) {
+        const size_t comma = list.find(',');
+        items.push_back(list.substr(0, comma));
+        if (comma == std::string_view::npos) break;
+        list = list.substr(comma + 1);
+    }
+    return items;
+}
+
+std::vector<int64_t> parse_int_list(std::string_view flag, std::string_view list, int64_t min, int64_t max) {
+    std::vector<int64_t> values;
+    for (std::string_view item : split_list(list)) values.push_back(kiln::cli::parse_int(flag, item, min, max));
+    return values;
+}
+
+Options parse(int argc, char** argv) {
+    using namespace kiln::cli;
+    Options o;
+    Args args(argc, argv);
+    bool threads_given = false;
+    while (!args.done()) {
+        const std::string_view flag = args.next();
+        if (flag == "-h" || flag == "--help") {
+            fmt::print("{}", kUsage);
+            std::exit(0);
+        } else if (flag == "-m" || flag == "--model") {
+            for (std::string_view m : split_list(args.value(flag))) {
+                if (m.empty()) usage_error("{} got an empty file name", flag);
+                o.models.emplace_back(m);
+            }
+        } else if (flag == "-t" || flag == "--threads") {
+            o.threads.clear();
+            for (int64_t t : parse_int_list(flag, args.value(flag), 1, 1024)) o.threads.push_back(static_cast<int>(t));
+            threads_given = true;
+        } else if (flag == "-p" || flag == "--n-prompt") {
+            o.n_prompt = parse_int_list(flag, args.value(flag), 0, 1 << 20);
+        } else if (flag == "-n" || flag == "--n-gen") {
+            o.n_gen = parse_int_list(flag, args.value(flag), 0, 1 << 20);
+        } else if (flag == "-r" || flag == "--repetitions") {
+            o.reps = static_cast<int>(parse_int(flag, args.value(flag), 1, 10000));
+        } else if (flag == "-o" || flag == "--output") {
+            const std::string_view f = args.value(flag);
+            if (f == "md") o.format = Format::Markdown;
+            else if (f == "csv") o.format = Format::Csv;
+            else if (f == "json") o.format = Format::Json;
+            else if (f == "jsonl") o.format = Format::Jsonl;
+            else usage_error("{} must be md, csv, json or jsonl, got '{}'", flag, f);
+        } else if (flag == "--roofline") {
+            o.roofline = true;
+        } else if (flag == "--roofline-mib") {
+            o.roofline_mib = parse_int(flag, args.value(flag), 1, 1 << 20);
+        } else {
+            usage_error("unknown argument '{}'", flag);
+        }
+    }
+    if (o.models.empty()) usage_error("a model is required (-m MODEL)");
+    if (!threads_given) o.threads = {kiln::ThreadPool::physical_cores()};
+    std::erase(o.n_prompt, 0);
+    std::erase(o.n_gen, 0);
+    if (o.n_prompt.empty() && o.n_gen.empty()) usage_error("nothing to measure: -p and -n are both 0");
+    return o;
+}
+
+// ------------------------------------------------------------------ a model
+
+struct ModelInfo {
+    std::string filename;
+    std::string type;        // llama-bench's model_type: "llama 134M Q8_0"
+    uint64_t size = 0;       // bytes of all tensors
+    uint64_t n_params = 0;
+    uint64_t step_bytes = 0;  // weight bytes one decode step reads
+};
+
+// The type most of the model's bytes are stored in (what llama.cpp calls the
+// file type): Q4_0 for a Q4_0 model even though its norms are F32.
+std::string dominant_type(const kiln::GgufFile& file) {
+    std::map<kiln::DType, uint64_t> bytes;
+    for (const kiln::GgufTensor& t : file.tensors()) bytes[t.type] += t.data.size();
+    const auto top = std::max_element(bytes.begin(), bytes.end(),
+                                      [](const auto& a, const auto& b) { return a.second < b.second; });
+    std::string name(kiln::dtype_name(top->first));
+    for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    return name;
+}
+
+std::string params_label(uint64_t n) {
+    if (n >= 1'000'000'000) return fmt::format("{:.1f}B", static_cast<double>(n) / 1e9);
+    if (n >= 1'000'000) return fmt::format("{}M", (n + 500'000) / 1'000'000);
+    return fmt::format("{}K", (n + 500) / 1000);
+}
+
+ModelInfo describe(const std::string& path, const kiln::LlamaModel& model) {
+    ModelInfo m;
+    m.filename = path;
+    m.size = model.weight_bytes();
+    m.n_params = model.parameter_count();
+    m.type = fmt::format("llama {} {}", params_label(m.n_params), dominant_type(model.file()));
+    const kiln::GgufTensor& embd = model.token_embedding();
+    const bool tied = &model.output() == &embd;
+    const uint64_t embd_row = embd.data.size() / static_cast<uint64_t>(model.config().n_vocab);
+    m.step_bytes = m.size - (tied ? 0 : embd.data.size()) + embd_row;
+    return m;
+}
+
+// ------------------------------------------------------------------ timing
+
+struct Result {
+    const ModelInfo* model;
+    int threads;
+    int64_t n_prompt, n_gen;
+    std::string test_time;  // ISO 8601, UTC, when the test started
+    std::vector<double> samples_ns;
+    std::optional<double> roofline_gbs;  // measured read bandwidth at these threads
+
+    int64_t tokens() const { return n_prompt + n_gen; }
+    std::vector<double> samples_ts() const {
+        std::vector<double> ts;
+        for (double ns : samples_ns) ts.push_back(1e9 * static_cast<double>(tokens()) / ns);
+        return ts;
+    }
+    static double mean(const std::vector<double>& v) {
+        return std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+    }
+    // Sample standard deviation (n - 1), 0 for a single sample, as llama-bench.
+    static double stddev(const std::vector<double>& v) {
+        if (v.size() < 2) return 0.0;
+        const double m = mean(v);
+        double sq = 0;
+        for (double x : v) sq += (x - m) * (x - m);
+        return std::sqrt(sq / static_cast<double>(v.size() - 1));
+    }
+    double avg_ts() const { return mean(samples_ts()); }
+    double stddev_ts() const { return stddev(samples_ts()); }
+    std::string test_name() const { return n_prompt > 0 ? fmt::format("pp{}", n_prompt) : fmt::format("tg{}", n_gen); }
+    // Weight bytes per second during generation; nullopt for pp.
+    std::optional<double> bandwidth_gbs() const {
+        if (n_gen == 0) return std::nullopt;
+        return static_cast<double>(model->step_bytes) * avg_ts() / 1e9;
+    }
+};
+
+std::string utc_now() {
+    const std::time_t t = std::time(nullptr);
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return buf;
+}
+
+std::vector<int32_t> random_tokens(std::mt19937& rng, int64_t n, int64_t n_vocab) {
+    std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(n_vocab - 1));
+    std::vector<int32_t> tokens(static_cast<size_t>(n));
+    for (int32_t& t : tokens) t = pick(rng);
+    return tokens;
+}
+
+// Seconds of one pp or tg run from an empty cache. The ids are drawn before the
+// clock starts.
+double run_once(kiln::LlamaContext& ctx, kiln::ThreadPool& pool, std::mt19937& rng, int64_t n_prompt, int64_t n_gen,
+                int64_t n_vocab) {
+    const std::vector<int32_t> tokens = random_tokens(rng, std::max(n_prompt, n_gen), n_vocab);
+    ctx.reset();
+    const double t0 = kiln::bench::now_seconds();
+    if (n_prompt > 0) {
+        ctx.eval(std::span(tokens.data(), static_cast<size_t>(n_prompt)), pool);
+    } else {
+        for (int64_t i = 0; i < n_gen; ++i) ctx.eval(std::span(tokens.data() + i, 1), pool);
+    }
+    return kiln::bench::now_seconds() - t0;
+}
+
+// ------------------------------------------------------------------ output
+
+std::string json_escape(std::string_view s) {
+    std::string out;
+    for (char c : s) {
+        if (c == '"') out += "\\\"";
+        else if (c == '\\') out += "\\\\";
+        else if (static_cast<unsigned char>(c) < 0x20) out += fmt::format("\\u{:04x}", static_cast<int>(c));
+        else out += c;
+    }
+    return out;
+}
+
+enum class Kind { String, Int, Float, Bool };
+struct Field {
+    std::string name;
+    Kind kind;
+    std::string value;  // as text; empty Float = null (not measured)
+};
+
+// llama-bench's fields in its order (so column-indexing scripts work too), with
+// the values that describe kiln's run, then kiln's own.
+std::vector<Field> fields_of(const Result& r, std::string_view cpu, std::string_view kernels) {
+    const double avg_ns = Result::mean(r.samples_ns);
+    const auto opt = [](std::optional<double> v, int digits) {
+        return v ? fmt::format("{:.{}f}", *v, digits) : std::string();
+    };
+    std::optional<double> fraction;
+    if (r.roofline_gbs && r.bandwidth_gbs()) fraction = *r.bandwidth_gbs() / *r.roofline_gbs;
+    const int64_t batch = std::max<int64_t>(r.n_prompt, 1);
+    return {
+        {"build_commit", Kind::String, "kiln"},
+        {"build_number", Kind::Int, "0"},
+        {"cpu_info", Kind::String, std::string(cpu)},
+        {"gpu_info", Kind::String, ""},
+        {"backends", Kind::String, "CPU"},
+        {"model_filename", Kind::String, r.model->filename},
+        {"model_type", Kind::String, r.model->type},
+        {"model_size", Kind::Int, std::to_string(r.model->size)},
+        {"model_n_params", Kind::Int, std::to_string(r.model->n_params)},
+        {"n_batch", Kind::Int, std::to_string(batch)},
+        {"n_ubatch", Kind::Int, std::to_string(batch)},
+        {"n_threads", Kind::Int, std::to_string(r.threads)},
+        {"cpu_mask", Kind::String, "0x0"},
+        {"cpu_strict", Kind::Bool, "0"},
+        {"poll", Kind::Int, "100"},
+        {"type_k", Kind::String, "f32"},
+        {"type_v", Kind::String, "f32"},
+        {"n_gpu_layers", Kind::Int, "0"},
+        {"split_mode", Kind::String, "none"},
+        {"main_gpu", Kind::Int, "0"},
+        {"no_kv_offload", Kind::Bool, "0"},
+        {"flash_attn", Kind::Bool, "0"},
+        {"tensor_split", Kind::String, "0.00"},
+        {"use_mmap", Kind::Bool, "1"},
+        {"embeddings", Kind::Bool, "0"},
+        {"n_prompt", Kind::Int, std::to_string(r.n_prompt)},
+        {"n_gen", Kind::Int, std::to_string(r.n_gen)},
+        {"test_time", Kind::String, r.test_time},
+        {"avg_ns", Kind::Int, fmt::format("{:.0f}", avg_ns)},
+        {"stddev_ns", Kind::Int, fmt::format("{:.0f}", Result::stddev(r.samples_ns))},
+        {"avg_ts", Kind::Float, fmt::format("{:.6f}", r.avg_ts())},
+        {"stddev_ts", Kind::Float, fmt::format("{:.6f}", r.stddev_ts())},
+        // kiln's own: the kernel set, and for tg the weight bandwidth.
+        {"kernels", Kind::String, std::string(kernels)},
+        {"step_bytes", Kind::Int, std::to_string(r.model->step_bytes)},
+        {"bandwidth_gbs", Kind::Float, opt(r.bandwidth_gbs(), 3)},
+        {"roofline_gbs", Kind::Float, opt(r.roofline_gbs, 3)},
+        {"roofline_fraction", Kind::Float, opt(fraction, 4)},
+    };
+}
+
+std::string json_value(const Field& f) {
+    switch (f.kind) {
+        case Kind::String: return fmt::format("\"{}\"", json_escape(f.value));
+        case Kind::Bool: return f.value == "0" ? "false" : "true";
+        case Kind::Float: return f.value.empty() ? "null" : f.value;
+        case Kind::Int: return f.value;
+    }
+    return f.value;
+}
+
+std::string json_array(const std::vector<double>& v, bool integers) {
+    std::string out = "[ ";
+    for (size_t i = 0; i < v.size(); ++i) {
+        if (i > 0) out += ", ";
+        out += integers ? fmt::format("{:.0f}", v[i]) : fmt::format("{:.6f}", v[i]);
+    }
+    return out + " ]";
+}
+
+std::string csv_quote(std::string_view s) {
+    std::string out = "\"";
+    for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return out + "\"";
+}
+
+class Printer {
+public:
+    Printer(Format format, bool roofline, std::string cpu, std::string kernels)
+        : format_(format), roofline_(roofline), cpu_(std::move(cpu)), kernels_(std::move(kernels)) {}
+
+    void header() {
+        if (format_ == Format::Json) {
+            fmt::print("[\n");
+        } else if (format_ == Format::Csv) {
+            std::vector<std::string> names;
+            for (const Field& f : fields_of(dummy(), cpu_, kernels_)) names.push_back(f.name);
+            fmt::print("{}\n", fmt::join(names, ","));
+        } else if (format_ == Format::Markdown) {
+            fmt::print("| model | size | params | backend | threads | kernels | test | t/s | GB/s |{}\n",
+                       roofline_ ? " roofline |" : "");
+            fmt::print("| ------------------------------ | ---------: | ---------: | ---------- | ------: | ----------- "
+                       "| ------------: | -------------------: | ------: |{}\n",
+                       roofline_ ? " -------: |" : "");
+        }
+        std::fflush(stdout);
+    }
+
+    void print(const Result& r) {
+        const std::vector<Field> fields = fields_of(r, cpu_, kernels_);
+        switch (format_) {
+            case Format::Markdown: {
+                const auto bw = r.bandwidth_gbs();
+                std::string roof;
+                if (roofline_)
+                    roof = bw && r.roofline_gbs ? fmt::format(" {:>5.1f}% of {:.1f} |", 100.0 * *bw / *r.roofline_gbs,
+                                                              *r.roofline_gbs)
+                                                : " |";
+                fmt::print("| {:<30} | {:>6.2f} MiB | {:>8.2f} M | {:<10} | {:>7} | {:<11} | {:>13} | {:>20} | {:>7} |{}\n",
+                           r.model->type, static_cast<double>(r.model->size) / (1024.0 * 1024.0),
+                           static_cast<double>(r.model->n_params) / 1e6, "CPU", r.threads, kernels_, r.test_name(),
+                           fmt::format("{:.2f} ± {:.2f}", r.avg_ts(), r.stddev_ts()),
+                           bw ? fmt::format("{:.2f}", *bw) : std::string("-"), roof);
+                break;
+            }
+            case Format::Csv: {
+                std::vector<std::string> values;
+                for (const Field& f : fields) values.push_back(csv_quote(f.value));
+                fmt::print("{}\n", fmt::join(values, ","));
+                break;
+            }
+            case Format::Json: {
+                fmt::print("{}  {{\n", first_ ? "" : ",\n");
+                for (const Field& f : fields) fmt::print("    \"{}\": {},\n", f.name, json_value(f));
+                fmt::print("    \"samples_ns\": {},\n", json_array(r.samples_ns, true));
+                fmt::print("    \"samples_ts\": {}\n  }}", json_array(r.samples_ts(), false));
+                break;
+            }
+            case Format::Jsonl: {
+                fmt::print("{{");
+                for (const Field& f : fields) fmt::print("\"{}\": {}, ", f.name, json_value(f));
+                fmt::print("\"samples_ns\": {}, \"samples_ts\": {}}}\n", json_array(r.samples_ns, true),
+                           json_array(r.samples_ts(), false));
+                break;
+            }
+        }
+        first_ = false;
+        std::fflush(stdout);
+    }
+
+    void footer() {
+        if (format_ == Format::Json) fmt::print("{}]\n", first_ ? "" : "\n");
+        std::fflush(stdout);
+    }
+
+private:
+    static Result dummy() {
+        static const ModelInfo m;
+        return Result{&m, 1, 1, 0, "", {1.0}, std::nullopt};
+    }
+
+    Format format_;
+    bool roofline_;
+    std::string cpu_, kernels_;
+    bool first_ = true;
+};
+
+// ------------------------------------------------------------------ main
+
+int run(const Options& o) {
+    // Every model is opened and checked before anything is timed, so that a
+    // typo in the last name does not cost the whole run.
+    struct Loaded {
+        std::shared_ptr<const kiln::GgufFile> file;
+        std::unique_ptr<kiln::LlamaModel> model;
+        ModelInfo info;
+    };
+    std::vector<Loaded> models;
+    for (const std::string& path : o.models) {
+        Loaded l;
+        l.file = std::make_shared<const kiln::GgufFile>(kiln::GgufFile::open(path));
+        l.model = std::make_unique<kiln::LlamaModel>(l.file);
+        l.info = describe(path, *l.model);
+        models.push_back(std::move(l));
+    }
+
+    const std::string kernels(kiln::kernels::active_matmul_kernels().name);
+    const std::string cpu = kiln::bench::read_cpu_model();
+    fmt::print(stderr, "kiln-bench: {}, {} logical CPUs, L3 {}; kernels {}\n", cpu, std::thread::hardware_concurrency(),
+               kiln::bench::read_l3_size(), kernels);
+
+    std::map<int, double> roofline;
+    if (o.roofline) {
+        // By default 1 GiB: four times the largest L3 seen on the machines this
+        // ran on, so the figure is DRAM bandwidth (a big model's weights come from DRAM).
+        const kiln::bench::BandwidthBuffer buffer(static_cast<size_t>(o.roofline_mib) << 20);
+        for (int threads : o.threads) {
+            kiln::ThreadPool pool(threads);
+            roofline[threads] = buffer.measure(pool, 5);
+            fmt::print(stderr, "kiln-bench: memory read bandwidth, {} thread{}: {:.2f} GB/s\n", threads,
+                       threads == 1 ? "" : "s", roofline[threads]);
+        }
+    }
+
+    Printer printer(o.format, o.roofline, cpu, kernels);
+    printer.header();
+    std::mt19937 rng(1234);
+    for (const Loaded& l : models) {
+        const int64_t n_vocab = l.model->config().n_vocab;
+        int64_t n_ctx = 1;
+        for (int64_t p : o.n_prompt) n_ctx = std::max(n_ctx, p);
+        for (int64_t n : o.n_gen) n_ctx = std::max(n_ctx, n);
+        kiln::LlamaContext ctx(*l.model, n_ctx);
+        for (int threads : o.threads) {
+            kiln::ThreadPool pool(threads);
+            std::vector<std::pair<int64_t, int64_t>> tests;
+            for (int64_t p : o.n_prompt) tests.emplace_back(p, 0);
+            for (int64_t n : o.n_gen) tests.emplace_back(0, n);
+            for (const auto& [p, n] : tests) {
+                Result r{&l.info, threads, p, n, utc_now(), {}, std::nullopt};
+                if (o.roofline) r.roofline_gbs = roofline[threads];
+                fmt::print(stderr, "kiln-bench: {} {} threads {}: warm-up\n", l.info.type, r.test_name(), threads);
+                run_once(ctx, pool, rng, p, n > 0 ? 1 : 0, n_vocab);
+                for (int rep = 0; rep < o.reps; ++rep)
+                    r.samples_ns.push_back(1e9 * run_once(ctx, pool, rng, p, n, n_vocab));
+                printer.print(r);
+            }
+        }
+    }
+    printer.footer();
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    return kiln::cli::run_tool("kiln-bench", [&] { return run(parse(argc, argv)); });
+}

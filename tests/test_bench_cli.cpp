@@ -1,0 +1,210 @@
+// kiln-bench as a user (or a script written for llama-bench) runs it: flags,
+// the four output formats and their llama-bench field names, and errors.
+// Speeds themselves are not checked (no timing assertions): only that every
+// figure is present, positive and consistent with the others.
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "engine/kernels/matmul.h"
+#include "formats/gguf/gguf_file.h"
+#include "support/paths.h"
+#include "support/run_tool.h"
+
+using namespace kiln;
+using nlohmann::json;
+
+namespace {
+
+std::string tiny_model() { return test::shell_quote((test::shared_models_dir() / "stories260K.gguf").string()); }
+
+test::ToolRun bench(const std::string& args) { return test::run_tool("kiln-bench", args); }
+
+std::vector<std::string> lines_of(const std::string& text) {
+    std::vector<std::string> lines;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);)
+        if (!line.empty()) lines.push_back(line);
+    return lines;
+}
+
+// Fields llama-bench writes, in its order (examples/llama-bench/llama-bench.cpp).
+const std::vector<std::string> kLlamaBenchFields = {
+    "build_commit", "build_number", "cpu_info", "gpu_info", "backends", "model_filename", "model_type", "model_size",
+    "model_n_params", "n_batch", "n_ubatch", "n_threads", "cpu_mask", "cpu_strict", "poll", "type_k", "type_v",
+    "n_gpu_layers", "split_mode", "main_gpu", "no_kv_offload", "flash_attn", "tensor_split", "use_mmap",
+    "embeddings", "n_prompt", "n_gen", "test_time", "avg_ns", "stddev_ns", "avg_ts", "stddev_ts"};
+
+struct FileFacts {
+    uint64_t params = 0, bytes = 0, step_bytes = 0;
+};
+
+// What the file says, read here with the GGUF reader rather than taken from kiln-bench.
+FileFacts facts_of(const std::filesystem::path& path) {
+    const GgufFile f = GgufFile::open(path);
+    FileFacts facts;
+    for (const GgufTensor& t : f.tensors()) {
+        facts.params += t.elements;
+        facts.bytes += t.data.size();
+    }
+    const GgufTensor& embd = f.get_tensor("token_embd.weight");
+    const bool tied = f.find_tensor("output.weight") == nullptr;
+    facts.step_bytes = facts.bytes - (tied ? 0 : embd.data.size()) + embd.data.size() / embd.dims[1];
+    return facts;
+}
+
+void check_record(const json& r, int threads, int64_t n_prompt, int64_t n_gen, int reps) {
+    for (const std::string& field : kLlamaBenchFields) CHECK(r.contains(field));
+    const FileFacts facts = facts_of(test::shared_models_dir() / "stories260K.gguf");
+    CHECK(r["model_size"].get<uint64_t>() == facts.bytes);
+    CHECK(r["model_n_params"].get<uint64_t>() == facts.params);
+    CHECK(r["model_type"].get<std::string>() == "llama 293K F32");
+    CHECK(r["n_threads"].get<int>() == threads);
+    CHECK(r["n_prompt"].get<int64_t>() == n_prompt);
+    CHECK(r["n_gen"].get<int64_t>() == n_gen);
+    CHECK(r["backends"].get<std::string>() == "CPU");
+    CHECK(r["kernels"].get<std::string>() == kernels::active_matmul_kernels().name);
+    CHECK(r["step_bytes"].get<uint64_t>() == facts.step_bytes);
+    const auto samples_ts = r["samples_ts"].get<std::vector<double>>();
+    const auto samples_ns = r["samples_ns"].get<std::vector<double>>();
+    REQUIRE(samples_ts.size() == static_cast<size_t>(reps));
+    REQUIRE(samples_ns.size() == static_cast<size_t>(reps));
+    double mean = 0;
+    for (size_t i = 0; i < samples_ts.size(); ++i) {
+        CHECK(samples_ns[i] > 0);
+        // Each rate is the run's tokens over its time (ns are printed rounded).
+        CHECK(samples_ts[i] == Approx(1e9 * static_cast<double>(n_prompt + n_gen) / samples_ns[i]).epsilon(1e-6));
+        mean += samples_ts[i] / static_cast<double>(reps);
+    }
+    CHECK(r["avg_ts"].get<double>() == Approx(mean).epsilon(1e-6));
+    if (reps == 1) CHECK(r["stddev_ts"].get<double>() == 0.0);
+    if (n_gen > 0) {
+        CHECK(r["bandwidth_gbs"].get<double>() ==
+              Approx(static_cast<double>(facts.step_bytes) * mean / 1e9).epsilon(1e-3));
+    } else {
+        CHECK(r["bandwidth_gbs"].is_null());
+    }
+}
+
+}  // namespace
+
+TEST_CASE("kiln-bench json output has llama-bench's fields and consistent figures", "[cli][bench]") {
+    const auto run = bench("-m " + tiny_model() + " -t 1 -r 2 -p 8 -n 4 -o json");
+    INFO(run.err);
+    REQUIRE(run.status == 0);
+    const json records = json::parse(run.out);
+    REQUIRE(records.is_array());
+    REQUIRE(records.size() == 2);
+    check_record(records[0], 1, 8, 0, 2);
+    check_record(records[1], 1, 0, 4, 2);
+    CHECK(records[0]["roofline_gbs"].is_null());
+}
+
+TEST_CASE("kiln-bench jsonl: one record per line for every model x threads x test", "[cli][bench]") {
+    const auto run = bench("-m " + tiny_model() + "," + tiny_model() + " -t 1,2 -r 1 -p 8 -n 4 -o jsonl");
+    INFO(run.err);
+    REQUIRE(run.status == 0);
+    const auto lines = lines_of(run.out);
+    REQUIRE(lines.size() == 8);
+    for (size_t i = 0; i < lines.size(); ++i) {
+        const json r = json::parse(lines[i]);
+        const int threads = (i / 2) % 2 == 0 ? 1 : 2;
+        check_record(r, threads, i % 2 == 0 ? 8 : 0, i % 2 == 0 ? 0 : 4, 1);
+    }
+}
+
+TEST_CASE("kiln-bench csv: llama-bench's header, then one row per test", "[cli][bench]") {
+    const auto run = bench("-m " + tiny_model() + " -t 1 -r 1 -p 8,16 -n 0 -o csv");
+    INFO(run.err);
+    REQUIRE(run.status == 0);
+    const auto lines = lines_of(run.out);
+    REQUIRE(lines.size() == 3);  // header + pp8 + pp16; -n 0 leaves out tg
+    const std::string header = lines[0];
+    std::string expected_start;
+    for (const std::string& f : kLlamaBenchFields) expected_start += f + ",";
+    CHECK(header.rfind(expected_start, 0) == 0);
+    const auto columns = [](const std::string& line) {
+        // Quoted fields hold no commas in this output except inside quotes; count outside them.
+        size_t n = 1;
+        bool quoted = false;
+        for (char c : line) {
+            if (c == '"') quoted = !quoted;
+            else if (c == ',' && !quoted) ++n;
+        }
+        return n;
+    };
+    CHECK(columns(lines[1]) == columns(header));
+    CHECK(columns(lines[2]) == columns(header));
+    CHECK(lines[1].find("\"8\",\"0\"") != std::string::npos);   // n_prompt, n_gen
+    CHECK(lines[2].find("\"16\",\"0\"") != std::string::npos);
+}
+
+TEST_CASE("kiln-bench markdown: a llama-bench-like table with mean and deviation", "[cli][bench]") {
+    const auto run = bench("-m " + tiny_model() + " -t 1 -r 2 -p 8 -n 4 --roofline --roofline-mib 16");
+    INFO(run.err);
+    REQUIRE(run.status == 0);
+    const auto lines = lines_of(run.out);
+    REQUIRE(lines.size() == 4);
+    CHECK(lines[0].rfind("| model ", 0) == 0);
+    CHECK(lines[0].find("| t/s ") != std::string::npos);
+    CHECK(lines[0].find("roofline") != std::string::npos);
+    CHECK(lines[2].find("pp8") != std::string::npos);
+    CHECK(lines[3].find("tg4") != std::string::npos);
+    for (int i : {2, 3}) {
+        CHECK(lines[static_cast<size_t>(i)].find("llama 293K F32") != std::string::npos);
+        CHECK(lines[static_cast<size_t>(i)].find(" ± ") != std::string::npos);
+    }
+    CHECK(lines[3].find("% of ") != std::string::npos);
+    CHECK(run.err.find("memory read bandwidth, 1 thread") != std::string::npos);
+}
+
+TEST_CASE("kiln-bench --roofline gives tg's bandwidth as a fraction of the measured one", "[cli][bench]") {
+    const auto run = bench("-m " + tiny_model() + " -t 1 -r 1 -p 0 -n 4 --roofline --roofline-mib 16 -o json");
+    INFO(run.err);
+    REQUIRE(run.status == 0);
+    const json records = json::parse(run.out);
+    REQUIRE(records.size() == 1);
+    const json& r = records[0];
+    REQUIRE(r["roofline_gbs"].get<double>() > 0);
+    CHECK(r["roofline_fraction"].get<double>() ==
+          Approx(r["bandwidth_gbs"].get<double>() / r["roofline_gbs"].get<double>()).epsilon(1e-3));
+}
+
+TEST_CASE("kiln-bench refuses bad flags and files with one line", "[cli][bench]") {
+    const std::string m = tiny_model();
+    struct Case {
+        std::string args;
+        int status;
+        std::string message;
+    };
+    const std::vector<Case> cases = {
+        {"-t 1", 2, "a model is required"},
+        {"-m " + m + " -o xml", 2, "-o must be md, csv, json or jsonl, got 'xml'"},
+        {"-m " + m + " -t 0", 2, "-t must be between 1 and 1024, got 0"},
+        {"-m " + m + " -t 1,x", 2, "-t expects an integer, got 'x'"},
+        {"-m " + m + " -p 0 -n 0", 2, "nothing to measure"},
+        {"-m " + m + " -r 0", 2, "-r must be between 1 and 10000, got 0"},
+        {"-m " + m + " -p", 2, "-p needs a value"},
+        {"-m " + m + " --bogus", 2, "unknown argument '--bogus'"},
+        {"-m " + m + ", -r 1", 2, "-m got an empty file name"},
+        {"-m /nonexistent/model.gguf", 1, "/nonexistent/model.gguf"},
+        {"-m " + test::shell_quote((test::shared_models_dir() / "vocab" / "ggml-vocab-llama-spm.gguf").string()) +
+             " -r 1 -p 8 -n 0",
+         1, "[model]"},
+    };
+    for (const Case& c : cases) {
+        INFO(c.args);
+        const auto run = bench(c.args);
+        CHECK(run.status == c.status);
+        CHECK(run.err.find(c.message) != std::string::npos);
+        CHECK(lines_of(run.err).size() == 1);
+        CHECK(run.out.empty());
+    }
+    const auto help = bench("--help");
+    CHECK(help.status == 0);
+    CHECK(help.out.find("usage: kiln-bench") != std::string::npos);
+}
