@@ -24,6 +24,7 @@
 #include "support/paths.h"
 #include "support/run_tool.h"
 #include "support/sample_gguf.h"
+#include "support/token_fixture.h"
 
 using namespace kiln;
 
@@ -38,84 +39,15 @@ SpmTokenizer load(const std::filesystem::path& path) { return SpmTokenizer(GgufF
 
 // ------------------------------------------------------------ fixtures
 
-struct Case {
-    std::string text;
-    Ids ids;  // encode(text, add_bos = true)
-    int line = 0;
-};
-
-int hex_value(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    FAIL("bad hex digit '" << c << "' in a fixture");
-    return 0;
-}
-
-// One fixture line: "<escaped text>"<TAB><ids>, as spm_reference.py writes it.
-Case parse_case(const std::string& line, int number) {
-    INFO("fixture line " << number << ": " << line);
-    REQUIRE(line.size() >= 2);
-    REQUIRE(line[0] == '"');
-    Case c;
-    c.line = number;
-    size_t i = 1;
-    for (; i < line.size() && line[i] != '"'; ++i) {
-        if (line[i] != '\\') {
-            c.text.push_back(line[i]);
-            continue;
-        }
-        REQUIRE(i + 1 < line.size());
-        const char e = line[++i];
-        if (e == 'n') c.text.push_back('\n');
-        else if (e == 't') c.text.push_back('\t');
-        else if (e == 'r') c.text.push_back('\r');
-        else if (e == '\\' || e == '"') c.text.push_back(e);
-        else if (e == 'x') {
-            REQUIRE(i + 2 < line.size());
-            c.text.push_back(static_cast<char>(hex_value(line[i + 1]) * 16 + hex_value(line[i + 2])));
-            i += 2;
-        } else {
-            FAIL("unknown escape \\" << e);
-        }
-    }
-    REQUIRE(i < line.size());  // the closing quote
-    REQUIRE(i + 1 < line.size());
-    REQUIRE(line[i + 1] == '\t');
-    std::istringstream ids(line.substr(i + 2));
-    for (int32_t id; ids >> id;) c.ids.push_back(id);
-    REQUIRE(ids.eof());  // nothing but ids after the tab
-    return c;
-}
-
-std::vector<Case> read_fixture(const std::string& name) {
-    const auto path = test::fixtures_dir() / "tokenizer" / name;
-    std::ifstream in(path, std::ios::binary);
-    INFO(path.string());
-    REQUIRE(in);
-    std::vector<Case> cases;
-    std::string line;
-    for (int number = 1; std::getline(in, line); ++number)
-        if (!line.empty() && line[0] != '#') cases.push_back(parse_case(line, number));
-    return cases;
-}
-
-const Case& find_case(const std::vector<Case>& cases, std::string_view text) {
-    for (const Case& c : cases)
-        if (c.text == text) return c;
-    FAIL("the fixture has no case for '" << text << "'");
-    return cases.front();
-}
-
 void check_fixture(const SpmTokenizer& tok, const std::string& name) {
-    const std::vector<Case> cases = read_fixture(name);
+    const std::vector<test::TokenCase> cases = test::read_token_fixture(name);
     REQUIRE(cases.size() >= 40);
     // The brief's categories must all be present (a fixture cut short would hide them).
-    find_case(cases, "");
-    find_case(cases, "   ");
-    find_case(cases, "🦙 llamas 🎉👍🏽");
-    find_case(cases, "ends with a cut character \xf0\x9f\xa6");
-    for (const Case& c : cases) {
+    test::find_token_case(cases, "");
+    test::find_token_case(cases, "   ");
+    test::find_token_case(cases, "🦙 llamas 🎉👍🏽");
+    test::find_token_case(cases, "ends with a cut character \xf0\x9f\xa6");
+    for (const test::TokenCase& c : cases) {
         INFO(name << " line " << c.line << ": \"" << c.text << "\"");
         REQUIRE(!c.ids.empty());
         CHECK(c.ids.front() == tok.bos());
