@@ -518,6 +518,32 @@ TEST_CASE("kiln-tokenize prints the ids of a prompt", "[tokenizer][cli]") {
         CHECK(run.status == 0);
         CHECK(run.out == "1 403 407 261 378 258\n");  // 258 is <0xFF>
     }
+    SECTION("a GPT-2 vocabulary: no BOS unless the vocabulary asks for one") {
+        const auto gpt2 = shell_quote((test::shared_models_dir() / "vocab" / "ggml-vocab-gpt-2.gguf").string());
+        const test::ToolRun run = kiln_tokenize("-m " + gpt2 + " -p 'Hello world'");
+        INFO(run.err);
+        CHECK(run.status == 0);
+        CHECK(run.out == "15496 995\n");  // GPT-2's published ids
+        const test::ToolRun pieces = kiln_tokenize("-m " + gpt2 + " -p 'Hello world' --show-pieces");
+        CHECK(pieces.out == "15496\tHello\n995\t\xC4\xA0world\n");
+    }
+    SECTION("a character vocabulary") {
+        test::TempDir dir;
+        const auto path = dir.path() / "chars.gguf";
+        GgufWriter w;
+        w.set("tokenizer.ggml.model", "char");
+        w.set("tokenizer.ggml.tokens", gguf_array<std::string>(GgufType::STRING, {"<s>", "a", "b", "\n"}));
+        w.set("tokenizer.ggml.token_type", gguf_array<int32_t>(GgufType::INT32, {3, 1, 1, 1}));
+        w.set("tokenizer.ggml.bos_token_id", uint32_t{0});
+        w.set("tokenizer.ggml.add_bos_token", true);
+        w.write(path);
+        // "<s>" in a text is characters, and '<' is not one of the vocabulary's.
+        CHECK(kiln_tokenize("-m " + shell_quote(path.string()) + " -p 'ab<s>'").status == 1);
+        const test::ToolRun ok = kiln_tokenize("-m " + shell_quote(path.string()) + " -p abba");
+        CHECK(ok.status == 0);
+        CHECK(ok.out == "0 1 2 2 1\n");
+        CHECK(kiln_tokenize("-m " + shell_quote(path.string()) + " -p abba --no-bos").out == "1 2 2 1\n");
+    }
     SECTION("--help") {
         const test::ToolRun run = kiln_tokenize("--help");
         CHECK(run.status == 0);
@@ -531,11 +557,28 @@ TEST_CASE("kiln-tokenize reports errors on one line", "[tokenizer][cli]") {
         require_one_line_error(run, 1);
         CHECK(contains(run.err, "/nonexistent/model.gguf"));
     }
-    SECTION("a model with another tokenizer: status 1") {
-        const auto gpt2 = test::shared_models_dir() / "vocab" / "ggml-vocab-gpt-2.gguf";
-        const test::ToolRun run = kiln_tokenize("-m " + shell_quote(gpt2.string()) + " -p hello");
+    SECTION("a model with a tokenizer kiln does not know: status 1") {
+        test::TempDir dir;
+        const auto path = dir.path() / "bert.gguf";
+        GgufWriter w;
+        w.set("tokenizer.ggml.model", "bert");
+        w.set("tokenizer.ggml.tokens", gguf_array<std::string>(GgufType::STRING, {"a"}));
+        w.write(path);
+        const test::ToolRun run = kiln_tokenize("-m " + shell_quote(path.string()) + " -p hello");
         require_one_line_error(run, 1);
-        CHECK(contains(run.err, "gpt2"));
+        CHECK(contains(run.err, "'bert'"));
+        CHECK(contains(run.err, "'gpt2'"));
+    }
+    SECTION("text a character vocabulary cannot encode: status 1") {
+        test::TempDir dir;
+        const auto path = dir.path() / "chars.gguf";
+        GgufWriter w;
+        w.set("tokenizer.ggml.model", "char");
+        w.set("tokenizer.ggml.tokens", gguf_array<std::string>(GgufType::STRING, {"a", "b"}));
+        w.write(path);
+        const test::ToolRun run = kiln_tokenize("-m " + shell_quote(path.string()) + " -p abc");
+        require_one_line_error(run, 1);
+        CHECK(contains(run.err, "U+0063"));
     }
     SECTION("usage errors: status 2") {
         require_one_line_error(kiln_tokenize("-p hello"), 2);
