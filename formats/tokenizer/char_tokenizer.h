@@ -5,8 +5,9 @@
 // Vocabulary: tokenizer.ggml.tokens, every normal token exactly one UTF-8
 // character (a character listed twice keeps its first id);
 // tokenizer.ggml.token_type optional (absent: all normal). Control tokens
-// ("<s>", "</s>", "<pad>") may have any text and are never produced by
-// encoding; unknown tokens likewise; other types (user-defined, byte, unused)
+// ("<s>", "</s>", "<pad>") and unknown tokens may have any text; no character
+// of a text ever maps to them (the unknown token only stands in for a
+// character outside the vocabulary). Other types (user-defined, byte, unused)
 // are not allowed. Optional tokenizer.ggml.{bos,eos,padding,unknown}_token_id
 // and tokenizer.ggml.add_bos_token (default false).
 //
