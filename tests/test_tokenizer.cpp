@@ -24,6 +24,7 @@
 #include "support/paths.h"
 #include "support/run_tool.h"
 #include "support/sample_gguf.h"
+#include "support/token_fixture.h"
 
 using namespace kiln;
 
@@ -38,84 +39,15 @@ SpmTokenizer load(const std::filesystem::path& path) { return SpmTokenizer(GgufF
 
 // ------------------------------------------------------------ fixtures
 
-struct Case {
-    std::string text;
-    Ids ids;  // encode(text, add_bos = true)
-    int line = 0;
-};
-
-int hex_value(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    FAIL("bad hex digit '" << c << "' in a fixture");
-    return 0;
-}
-
-// One fixture line: "<escaped text>"<TAB><ids>, as spm_reference.py writes it.
-Case parse_case(const std::string& line, int number) {
-    INFO("fixture line " << number << ": " << line);
-    REQUIRE(line.size() >= 2);
-    REQUIRE(line[0] == '"');
-    Case c;
-    c.line = number;
-    size_t i = 1;
-    for (; i < line.size() && line[i] != '"'; ++i) {
-        if (line[i] != '\\') {
-            c.text.push_back(line[i]);
-            continue;
-        }
-        REQUIRE(i + 1 < line.size());
-        const char e = line[++i];
-        if (e == 'n') c.text.push_back('\n');
-        else if (e == 't') c.text.push_back('\t');
-        else if (e == 'r') c.text.push_back('\r');
-        else if (e == '\\' || e == '"') c.text.push_back(e);
-        else if (e == 'x') {
-            REQUIRE(i + 2 < line.size());
-            c.text.push_back(static_cast<char>(hex_value(line[i + 1]) * 16 + hex_value(line[i + 2])));
-            i += 2;
-        } else {
-            FAIL("unknown escape \\" << e);
-        }
-    }
-    REQUIRE(i < line.size());  // the closing quote
-    REQUIRE(i + 1 < line.size());
-    REQUIRE(line[i + 1] == '\t');
-    std::istringstream ids(line.substr(i + 2));
-    for (int32_t id; ids >> id;) c.ids.push_back(id);
-    REQUIRE(ids.eof());  // nothing but ids after the tab
-    return c;
-}
-
-std::vector<Case> read_fixture(const std::string& name) {
-    const auto path = test::fixtures_dir() / "tokenizer" / name;
-    std::ifstream in(path, std::ios::binary);
-    INFO(path.string());
-    REQUIRE(in);
-    std::vector<Case> cases;
-    std::string line;
-    for (int number = 1; std::getline(in, line); ++number)
-        if (!line.empty() && line[0] != '#') cases.push_back(parse_case(line, number));
-    return cases;
-}
-
-const Case& find_case(const std::vector<Case>& cases, std::string_view text) {
-    for (const Case& c : cases)
-        if (c.text == text) return c;
-    FAIL("the fixture has no case for '" << text << "'");
-    return cases.front();
-}
-
 void check_fixture(const SpmTokenizer& tok, const std::string& name) {
-    const std::vector<Case> cases = read_fixture(name);
+    const std::vector<test::TokenCase> cases = test::read_token_fixture(name);
     REQUIRE(cases.size() >= 40);
     // The brief's categories must all be present (a fixture cut short would hide them).
-    find_case(cases, "");
-    find_case(cases, "   ");
-    find_case(cases, "🦙 llamas 🎉👍🏽");
-    find_case(cases, "ends with a cut character \xf0\x9f\xa6");
-    for (const Case& c : cases) {
+    test::find_token_case(cases, "");
+    test::find_token_case(cases, "   ");
+    test::find_token_case(cases, "🦙 llamas 🎉👍🏽");
+    test::find_token_case(cases, "ends with a cut character \xf0\x9f\xa6");
+    for (const test::TokenCase& c : cases) {
         INFO(name << " line " << c.line << ": \"" << c.text << "\"");
         REQUIRE(!c.ids.empty());
         CHECK(c.ids.front() == tok.bos());
@@ -586,6 +518,32 @@ TEST_CASE("kiln-tokenize prints the ids of a prompt", "[tokenizer][cli]") {
         CHECK(run.status == 0);
         CHECK(run.out == "1 403 407 261 378 258\n");  // 258 is <0xFF>
     }
+    SECTION("a GPT-2 vocabulary: no BOS unless the vocabulary asks for one") {
+        const auto gpt2 = shell_quote((test::shared_models_dir() / "vocab" / "ggml-vocab-gpt-2.gguf").string());
+        const test::ToolRun run = kiln_tokenize("-m " + gpt2 + " -p 'Hello world'");
+        INFO(run.err);
+        CHECK(run.status == 0);
+        CHECK(run.out == "15496 995\n");  // GPT-2's published ids
+        const test::ToolRun pieces = kiln_tokenize("-m " + gpt2 + " -p 'Hello world' --show-pieces");
+        CHECK(pieces.out == "15496\tHello\n995\t\xC4\xA0world\n");
+    }
+    SECTION("a character vocabulary") {
+        test::TempDir dir;
+        const auto path = dir.path() / "chars.gguf";
+        GgufWriter w;
+        w.set("tokenizer.ggml.model", "char");
+        w.set("tokenizer.ggml.tokens", gguf_array<std::string>(GgufType::STRING, {"<s>", "a", "b", "\n"}));
+        w.set("tokenizer.ggml.token_type", gguf_array<int32_t>(GgufType::INT32, {3, 1, 1, 1}));
+        w.set("tokenizer.ggml.bos_token_id", uint32_t{0});
+        w.set("tokenizer.ggml.add_bos_token", true);
+        w.write(path);
+        // "<s>" in a text is characters, and '<' is not one of the vocabulary's.
+        CHECK(kiln_tokenize("-m " + shell_quote(path.string()) + " -p 'ab<s>'").status == 1);
+        const test::ToolRun ok = kiln_tokenize("-m " + shell_quote(path.string()) + " -p abba");
+        CHECK(ok.status == 0);
+        CHECK(ok.out == "0 1 2 2 1\n");
+        CHECK(kiln_tokenize("-m " + shell_quote(path.string()) + " -p abba --no-bos").out == "1 2 2 1\n");
+    }
     SECTION("--help") {
         const test::ToolRun run = kiln_tokenize("--help");
         CHECK(run.status == 0);
@@ -599,11 +557,28 @@ TEST_CASE("kiln-tokenize reports errors on one line", "[tokenizer][cli]") {
         require_one_line_error(run, 1);
         CHECK(contains(run.err, "/nonexistent/model.gguf"));
     }
-    SECTION("a model with another tokenizer: status 1") {
-        const auto gpt2 = test::shared_models_dir() / "vocab" / "ggml-vocab-gpt-2.gguf";
-        const test::ToolRun run = kiln_tokenize("-m " + shell_quote(gpt2.string()) + " -p hello");
+    SECTION("a model with a tokenizer kiln does not know: status 1") {
+        test::TempDir dir;
+        const auto path = dir.path() / "bert.gguf";
+        GgufWriter w;
+        w.set("tokenizer.ggml.model", "bert");
+        w.set("tokenizer.ggml.tokens", gguf_array<std::string>(GgufType::STRING, {"a"}));
+        w.write(path);
+        const test::ToolRun run = kiln_tokenize("-m " + shell_quote(path.string()) + " -p hello");
         require_one_line_error(run, 1);
-        CHECK(contains(run.err, "gpt2"));
+        CHECK(contains(run.err, "'bert'"));
+        CHECK(contains(run.err, "'gpt2'"));
+    }
+    SECTION("text a character vocabulary cannot encode: status 1") {
+        test::TempDir dir;
+        const auto path = dir.path() / "chars.gguf";
+        GgufWriter w;
+        w.set("tokenizer.ggml.model", "char");
+        w.set("tokenizer.ggml.tokens", gguf_array<std::string>(GgufType::STRING, {"a", "b"}));
+        w.write(path);
+        const test::ToolRun run = kiln_tokenize("-m " + shell_quote(path.string()) + " -p abc");
+        require_one_line_error(run, 1);
+        CHECK(contains(run.err, "U+0063"));
     }
     SECTION("usage errors: status 2") {
         require_one_line_error(kiln_tokenize("-p hello"), 2);

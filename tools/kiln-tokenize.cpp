@@ -12,13 +12,14 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
 
 #include "engine/core/printable.h"
 #include "formats/gguf/gguf_file.h"
-#include "formats/tokenizer/spm_tokenizer.h"
+#include "formats/tokenizer/tokenizer.h"
 #include "tools/common/cli.h"
 
 namespace {
@@ -27,20 +28,28 @@ constexpr std::string_view kTool = "kiln-tokenize";
 
 constexpr std::string_view kHelp = R"(usage: kiln-tokenize -m MODEL (-p TEXT | -f FILE) [--no-bos] [--show-pieces]
 
-Tokenizes a text with the vocabulary of a GGUF model (tokenizer.ggml.model
-"llama", the SentencePiece-style tokenizer) and prints the token ids.
+Tokenizes a text with the vocabulary of a GGUF model and prints the token
+ids. tokenizer.ggml.model picks the tokenizer: "llama" (SentencePiece-style
+BPE), "gpt2" (GPT-2's byte-level BPE) or "char" (one token per character).
+The text is taken literally: "<s>" or "<|endoftext|>" in it is text.
 
   -m, --model FILE    GGUF model or vocabulary-only GGUF file
   -p, --prompt TEXT   the text to tokenize
   -f, --file FILE     read the text from FILE instead (its bytes as they are,
                       a final newline included)
-  --no-bos            do not put the BOS token in front
+  --no-bos            do not put the BOS token in front (by default it goes
+                      in front when the vocabulary says so:
+                      tokenizer.ggml.add_bos_token, true for "llama",
+                      false for "gpt2" and "char" unless set)
   --show-pieces       print one "id<TAB>piece" line per token instead of the
                       ids on one line; pieces are shown as the vocabulary
-                      spells them ("▁" for a space, <0xNN> for byte tokens)
+                      spells them ("▁" for a space and <0xNN> for byte
+                      tokens in "llama", "Ġ" for a space in "gpt2")
   -h, --help          show this help
 
-Text that is not valid UTF-8 is tokenized byte by byte (byte fallback).
+Text that is not valid UTF-8: "llama" spells the bad bytes as byte tokens
+(byte fallback), "gpt2" encodes them like any other bytes, "char" reports an
+error.
 Exit status: 0 on success, 1 on errors (e.g. a missing or unsuitable model),
 2 on usage errors.
 )";
@@ -90,16 +99,16 @@ int run(int argc, char** argv) {
         return 0;
     }
     const kiln::GgufFile file = kiln::GgufFile::open(options.model);
-    const kiln::SpmTokenizer tokenizer(file);
+    const std::unique_ptr<kiln::Tokenizer> tokenizer = kiln::load_tokenizer(file);
     const std::string text = options.file ? read_text_file(*options.file) : *options.prompt;
-    const std::vector<int32_t> ids = tokenizer.encode(text, options.bos);
+    const std::vector<int32_t> ids = tokenizer->encode(text, options.bos && tokenizer->add_bos());
 
     // Everything is formatted first and written at once, so a failure never
     // leaves half an answer on stdout.
     std::string out;
     if (options.show_pieces) {
         for (const int32_t id : ids)
-            out += fmt::format("{}\t{}\n", id, kiln::printable(tokenizer.token_text(id)));
+            out += fmt::format("{}\t{}\n", id, kiln::printable(tokenizer->token_text(id)));
     } else {
         out = fmt::format("{}\n", fmt::join(ids, " "));
     }

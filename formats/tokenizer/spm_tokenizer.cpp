@@ -8,72 +8,21 @@
 #include "engine/core/printable.h"
 #include "formats/gguf/gguf_file.h"
 #include "formats/tokenizer/utf8.h"
+#include "formats/tokenizer/vocab_metadata.h"
 
 namespace kiln {
 
 namespace {
 
-constexpr std::string_view kComponent = "tokenizer";
+using vocab::kComponent;
+using vocab::is_integer_type;
+using vocab::is_number_type;
+using vocab::optional_bool;
+using vocab::require_array;
+using vocab::require_token_id;
+
 constexpr std::string_view kSpaceMark = "\xE2\x96\x81";    // U+2581 "▁", SentencePiece's space
 constexpr std::string_view kUnknownPiece = "\xE2\x96\x85";  // U+2585 "▅", how llama.cpp shows <unk>
-
-const GgufValue& require_key(const GgufFile& file, std::string_view key) {
-    const GgufValue* value = file.find(key);
-    if (value == nullptr)
-        fail(kComponent, "{}: metadata key '{}' is missing (is this a model with a llama/SentencePiece vocabulary?)",
-             file.name(), key);
-    return *value;
-}
-
-// An array whose every element satisfies `accepts`; `expected` names the
-// element type for the error message.
-template <typename Accepts>
-const GgufArray& require_array(const GgufFile& file, std::string_view key, std::string_view expected,
-                               Accepts accepts) {
-    const GgufValue& value = require_key(file, key);
-    const GgufArray* array = value.as_array();
-    if (array == nullptr)
-        fail(kComponent, "{}: metadata key '{}' has type {} (expected an array of {})", file.name(), key,
-             gguf_type_name(value.type()), expected);
-    if (!accepts(array->element_type))
-        fail(kComponent, "{}: metadata key '{}' is an array of {} (expected an array of {})", file.name(), key,
-             gguf_type_name(array->element_type), expected);
-    return *array;
-}
-
-bool is_integer_type(GgufType type) {
-    switch (type) {
-        case GgufType::UINT8: case GgufType::INT8: case GgufType::UINT16: case GgufType::INT16:
-        case GgufType::UINT32: case GgufType::INT32: case GgufType::UINT64: case GgufType::INT64:
-            return true;
-        default:
-            return false;
-    }
-}
-
-bool is_number_type(GgufType type) {
-    return is_integer_type(type) || type == GgufType::FLOAT32 || type == GgufType::FLOAT64;
-}
-
-int32_t require_token_id(const GgufFile& file, std::string_view key, size_t vocab_size) {
-    const GgufValue& value = require_key(file, key);
-    const std::optional<int64_t> id = value.as_int();
-    if (!id)
-        fail(kComponent, "{}: metadata key '{}' has type {} (expected an integer token id)", file.name(), key,
-             gguf_type_name(value.type()));
-    if (*id < 0 || static_cast<uint64_t>(*id) >= vocab_size)
-        fail(kComponent, "{}: metadata key '{}' is {}, outside the vocabulary of {} tokens", file.name(), key, *id,
-             vocab_size);
-    return static_cast<int32_t>(*id);
-}
-
-bool optional_bool(const GgufFile& file, std::string_view key, bool fallback) {
-    const GgufValue* value = file.find(key);
-    if (value == nullptr) return fallback;
-    if (const std::optional<bool> b = value->as_bool()) return *b;
-    fail(kComponent, "{}: metadata key '{}' has type {} (expected bool)", file.name(), key,
-         gguf_type_name(value->type()));
-}
 
 // FNV-1a: pieces are a few bytes long, where it beats the library's hash.
 uint64_t hash_text(std::string_view text) noexcept {
@@ -102,30 +51,20 @@ int parse_byte_token(std::string_view text) {
 }  // namespace
 
 SpmTokenizer::SpmTokenizer(const GgufFile& file) {
-    const GgufValue& model = require_key(file, "tokenizer.ggml.model");
-    const std::string* model_name = model.as_string();
-    if (model_name == nullptr)
-        fail(kComponent, "{}: metadata key 'tokenizer.ggml.model' has type {} (expected str)", file.name(),
-             gguf_type_name(model.type()));
-    if (*model_name != "llama")
+    const std::string model_name = vocab::model_name(file);
+    if (model_name != "llama")
         fail(kComponent, "{}: tokenizer.ggml.model is '{}', but this tokenizer reads 'llama' (SentencePiece) "
-             "vocabularies", file.name(), printable(*model_name));
+             "vocabularies", file.name(), printable(model_name));
 
-    const GgufArray& tokens = require_array(file, "tokenizer.ggml.tokens", "str",
-                                            [](GgufType t) { return t == GgufType::STRING; });
+    tokens_ = vocab::require_tokens(file);
     const GgufArray& scores = require_array(file, "tokenizer.ggml.scores", "f32", is_number_type);
     const GgufArray& types = require_array(file, "tokenizer.ggml.token_type", "i32", is_integer_type);
-    const size_t n = tokens.items.size();
-    if (n == 0) fail(kComponent, "{}: tokenizer.ggml.tokens is empty", file.name());
-    // Ids are int32 everywhere (model inputs, sampling), so the vocabulary must fit.
-    if (n > static_cast<size_t>(std::numeric_limits<int32_t>::max()))
-        fail(kComponent, "{}: tokenizer.ggml.tokens has {} tokens, more than int32 ids can number", file.name(), n);
+    const size_t n = tokens_.size();
     if (scores.items.size() != n || types.items.size() != n)
         fail(kComponent, "{}: tokenizer.ggml.tokens has {} entries but tokenizer.ggml.scores has {} and "
              "tokenizer.ggml.token_type {} (expected the same length)", file.name(), n, scores.items.size(),
              types.items.size());
 
-    tokens_.reserve(n);
     scores_.reserve(n);
     types_.reserve(n);
     byte_value_.assign(n, -1);
@@ -136,7 +75,6 @@ SpmTokenizer::SpmTokenizer(const GgufFile& file) {
     piece_table_.assign(capacity, PieceSlot{0, -1});
     for (size_t i = 0; i < n; ++i) {
         const auto id = static_cast<int32_t>(i);
-        tokens_.push_back(*tokens.items[i].as_string());
 
         // The merge order compares scores; a NaN would break the queue's ordering.
         const double score = *scores.items[i].as_number();
@@ -155,10 +93,10 @@ SpmTokenizer::SpmTokenizer(const GgufFile& file) {
                 add_piece(id);
                 break;
             case TokenType::byte: {
-                const int byte = parse_byte_token(tokens_.back());
+                const int byte = parse_byte_token(tokens_[i]);
                 if (byte < 0)
                     fail(kComponent, "{}: token {} has type byte but its text is '{}' (expected <0xNN>)",
-                         file.name(), i, printable(tokens_.back()));
+                         file.name(), i, printable(tokens_[i]));
                 byte_value_[i] = static_cast<int16_t>(byte);
                 if (byte_tokens_[byte] < 0) byte_tokens_[byte] = id;
                 break;

@@ -47,21 +47,11 @@
 #include <string_view>
 #include <vector>
 
+#include "formats/tokenizer/tokenizer.h"
+
 namespace kiln {
 
-class GgufFile;
-
-// tokenizer.ggml.token_type values (llama.cpp's numbering).
-enum class TokenType : int32_t {
-    normal = 1,
-    unknown = 2,
-    control = 3,
-    user_defined = 4,
-    unused = 5,
-    byte = 6,
-};
-
-class SpmTokenizer {
+class SpmTokenizer final : public Tokenizer {
 public:
     // Reads tokenizer.ggml.{model, tokens, scores, token_type, bos_token_id,
     // eos_token_id, unknown_token_id} and the optional add_bos_token and
@@ -73,29 +63,29 @@ public:
 
     // Token ids of `text`, with the BOS id in front when `add_bos` is set.
     // Any bytes are accepted; empty text gives nothing but the BOS.
-    std::vector<int32_t> encode(std::string_view text, bool add_bos) const;
+    std::vector<int32_t> encode(std::string_view text, bool add_bos) const override;
 
     // The text of `ids`. With `from_start` (the default) the ids are taken to
     // begin a text, and the space that add_space_prefix added is dropped; pass
     // false to decode a continuation, e.g. generated tokens after a prompt.
     // Throws kiln::Error for an id outside the vocabulary.
-    std::string decode(std::span<const int32_t> ids, bool from_start = true) const;
+    std::string decode(std::span<const int32_t> ids, bool from_start = true) const override;
 
     // The bytes one token contributes to a text, for streaming output (see the
     // decoding rules above; no leading space is ever dropped here).
-    std::string piece(int32_t id) const;
+    std::string piece(int32_t id) const override;
 
-    int32_t bos() const noexcept { return bos_; }
-    int32_t eos() const noexcept { return eos_; }
+    int32_t bos() const noexcept override { return bos_; }
+    int32_t eos() const noexcept override { return eos_; }
     int32_t unk() const noexcept { return unk_; }
     // tokenizer.ggml.add_bos_token: whether callers should pass add_bos = true.
-    bool add_bos() const noexcept { return add_bos_; }
-    bool add_space_prefix() const noexcept { return add_space_prefix_; }
-    size_t vocab_size() const noexcept { return tokens_.size(); }
+    bool add_bos() const noexcept override { return add_bos_; }
+    bool add_space_prefix() const noexcept override { return add_space_prefix_; }
+    size_t vocab_size() const noexcept override { return tokens_.size(); }
 
     // The token as the vocabulary spells it ("▁Hello", "<0x0A>", "<s>").
     // These throw kiln::Error for an id outside the vocabulary.
-    const std::string& token_text(int32_t id) const;
+    const std::string& token_text(int32_t id) const override;
     TokenType token_type(int32_t id) const;
     float token_score(int32_t id) const;
 

@@ -46,6 +46,35 @@ bool utf8_valid(std::string_view text) noexcept {
     return true;
 }
 
+char32_t utf8_code_point(std::string_view text, size_t length) noexcept {
+    const auto byte = [&](size_t i) { return static_cast<char32_t>(static_cast<uint8_t>(text[i])); };
+    switch (length) {
+        case 1: return byte(0);
+        case 2: return (byte(0) & 0x1F) << 6 | (byte(1) & 0x3F);
+        case 3: return (byte(0) & 0x0F) << 12 | (byte(1) & 0x3F) << 6 | (byte(2) & 0x3F);
+        default: return (byte(0) & 0x07) << 18 | (byte(1) & 0x3F) << 12 | (byte(2) & 0x3F) << 6 | (byte(3) & 0x3F);
+    }
+}
+
+void utf8_append(std::string& out, char32_t code_point) {
+    const auto put = [&](char32_t bits) { out.push_back(static_cast<char>(bits)); };
+    if (code_point < 0x80) {
+        put(code_point);
+    } else if (code_point < 0x800) {
+        put(0xC0 | code_point >> 6);
+        put(0x80 | (code_point & 0x3F));
+    } else if (code_point < 0x10000) {
+        put(0xE0 | code_point >> 12);
+        put(0x80 | (code_point >> 6 & 0x3F));
+        put(0x80 | (code_point & 0x3F));
+    } else {
+        put(0xF0 | code_point >> 18);
+        put(0x80 | (code_point >> 12 & 0x3F));
+        put(0x80 | (code_point >> 6 & 0x3F));
+        put(0x80 | (code_point & 0x3F));
+    }
+}
+
 std::string Utf8Stream::feed(std::string_view bytes) {
     // The held-back tail is at most 3 bytes, so joining it to the new bytes
     // costs nothing worth avoiding.

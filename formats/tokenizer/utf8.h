@@ -33,6 +33,13 @@ Utf8Scan utf8_scan(std::string_view text) noexcept;
 // True when all of `text` is valid UTF-8.
 bool utf8_valid(std::string_view text) noexcept;
 
+// The code point of the character at text[0], which utf8_scan found complete
+// with `length` bytes.
+char32_t utf8_code_point(std::string_view text, size_t length) noexcept;
+
+// Appends the UTF-8 bytes of a code point (at most U+10FFFF, no surrogate).
+void utf8_append(std::string& out, char32_t code_point);
+
 inline constexpr std::string_view kUtf8Replacement = "\xEF\xBF\xBD";  // U+FFFD
 
 // Joins the bytes of streamed token pieces into whole characters.
