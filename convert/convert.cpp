@@ -12,10 +12,13 @@
 #include "convert/export_safetensors.h"
 #include "engine/core/error.h"
 #include "formats/checkpoint/gguf_checkpoint.h"
-#include "formats/checkpoint/hf_llama.h"
+#include "formats/checkpoint/char_vocabulary.h"
+#include "formats/checkpoint/hf_folder.h"
 #include "formats/checkpoint/llama2c.h"
 #include "formats/checkpoint/llama_state_dict.h"
+#include "formats/checkpoint/nanogpt_state_dict.h"
 #include "formats/checkpoint/torch_checkpoint.h"
+#include "formats/checkpoint/transformer_state_dict.h"
 #include "formats/gguf/gguf_writer.h"
 
 namespace kiln::convert {
@@ -39,20 +42,54 @@ InputFormat detect(const std::filesystem::path& path) {
     return InputFormat::Unknown;
 }
 
+constexpr std::string_view kKnownTorchModels =
+    "llama2.c's model.py (tok_embeddings.weight, layers.N.attention.wq.weight, ...), nanoGPT's GPT "
+    "(transformer.wte.weight, transformer.h.N.attn.c_attn.weight, ...) and torch.nn.Transformer seq2seq models "
+    "(src_embed.weight, transformer.encoder.layers.N.self_attn.in_proj_weight, ...; see README)";
+
+uint64_t vocab_rows(const Checkpoint& c) {
+    for (const CheckpointTensor& t : c.tensors)
+        if (t.name == "token_embd.weight" && t.dims.size() == 2) return t.dims[1];
+    return 0;
+}
+
+// A PyTorch checkpoint: which model it holds is told by the names of its tensors.
+Checkpoint read_torch(const ConvertOptions& o) {
+    const TorchCheckpoint torch = read_torch_checkpoint(o.input);
+    const std::string name = o.input.stem().string();
+    Checkpoint c;
+    if (find_state_dict_prefix(torch, "tok_embeddings.weight")) c = llama_checkpoint_from_state_dict(torch, name);
+    else if (is_nanogpt_state_dict(torch)) c = nanogpt_checkpoint_from_state_dict(torch, name);
+    else if (is_transformer_state_dict(torch)) c = transformer_checkpoint_from_state_dict(torch, name);
+    else
+        fail("pytorch", "{}: no model kiln knows in the checkpoint; kiln reads {}", o.input.string(), kKnownTorchModels);
+    if (o.tokenizer) {
+        if (!looks_like_pickle(*o.tokenizer))
+            fail("convert", "--tokenizer for a PyTorch checkpoint must be a nanoGPT meta.pkl (a pickle); '{}' is not one",
+                 o.tokenizer->string());
+        for (const GgufEntry& e : c.metadata)
+            if (e.key == "tokenizer.ggml.model")
+                fail("convert", "'{}' already holds a vocabulary (itos); --tokenizer would replace it", o.input.string());
+        add_char_tokenizer(c, read_nanogpt_meta(*o.tokenizer), vocab_rows(c), o.tokenizer->string());
+    }
+    return c;
+}
+
 Checkpoint read_input(const ConvertOptions& o) {
     const InputFormat format = detect(o.input);
-    if (o.tokenizer && format != InputFormat::Unknown && format != InputFormat::Llama2c)
-        fail("convert", "--tokenizer is for llama2.c checkpoints; '{}' is not one", o.input.string());
+    if (o.tokenizer && format != InputFormat::Unknown && format != InputFormat::Llama2c && format != InputFormat::PyTorch)
+        fail("convert", "--tokenizer is for llama2.c checkpoints (tokenizer.bin) and PyTorch ones (nanoGPT's meta.pkl); "
+             "'{}' is neither", o.input.string());
     switch (format) {
         case InputFormat::Gguf: return read_gguf_checkpoint(o.input);
-        case InputFormat::PyTorch:
-            return llama_checkpoint_from_state_dict(read_torch_checkpoint(o.input), o.input.stem().string());
+        case InputFormat::PyTorch: return read_torch(o);
         case InputFormat::Llama2c: return read_llama2c(o.input, o.tokenizer ? &*o.tokenizer : nullptr);
-        case InputFormat::HuggingFace: return hf_llama_checkpoint(o.input);
+        case InputFormat::HuggingFace: return hf_checkpoint(o.input);
         case InputFormat::Unknown: break;
     }
     fail("convert", "cannot tell what kind of checkpoint '{}' is (kiln-convert reads GGUF files, llama2.c "
-         ".bin checkpoints, PyTorch checkpoints of llama2.c's model.py and Hugging Face LlamaForCausalLM folders)", o.input.string());
+         ".bin checkpoints, PyTorch checkpoints (llama2.c, nanoGPT, torch.nn.Transformer seq2seq) and Hugging Face "
+         "LlamaForCausalLM / GPT2LMHeadModel folders)", o.input.string());
 }
 
 // llama.cpp's general.file_type values for the whole-model types kiln writes.
