@@ -56,10 +56,6 @@ public:
         const int64_t d = d_model_, f = ffn_;
         add(out, *src_, "token_embd.weight", {vocab_, d});
         if (!tied(*tgt_, *src_)) add(out, *tgt_, "dec.token_embd.weight", {vocab_, d});
-        const TorchTensor* generator = find("generator.weight");
-        if (generator == nullptr) fail("pytorch", "{}: tensor '{}generator.weight' is missing", c_.path, prefix_);
-        if (!tied(*generator, *tgt_)) add(out, *generator, "output.weight", {vocab_, d});
-        if (const TorchTensor* b = find("generator.bias")) add(out, *b, "output.bias", {vocab_});
         for (int64_t layer = 0; layer < n_enc_; ++layer) {
             const std::string from = fmt::format("transformer.encoder.layers.{}.", layer);
             const std::string to = fmt::format("enc.blk.{}.", layer);
@@ -75,6 +71,9 @@ public:
             for (const Plain& p : kDecoderPlain) plain(out, from, to, p, d, f);
         }
         norm(out, "transformer.decoder.norm.", "dec.output_norm.", false);
+        const TorchTensor& generator = required("generator.weight");
+        if (!tied(generator, *tgt_)) add(out, generator, "output.weight", {vocab_, d});
+        if (const TorchTensor* b = find("generator.bias")) add(out, *b, "output.bias", {vocab_});
         add_vocabulary(out);
         return out;
     }

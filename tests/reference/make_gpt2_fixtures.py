@@ -47,6 +47,11 @@ Reference GGUFs (written by gguf_io.write_gguf), one per model: <model>_referenc
             them or up to and including EOS), pI.beam.kK.aA.hJ (i32: hypothesis J's generated
             tokens, J = 0 is the best; as many as the .normalized array has entries).
 Beam search and greedy follow CONTRACTS.md §5 (beam_search_reference.py).
+
+expected_tensors.gguf: what kiln-convert must write for nanogpt_bias.pt (tied: no output.weight)
+and gpt2_hf_untied/ (Conv1D transposed back; output.weight), computed from the torch modules
+(not read back from the saved files), named "<model>/<llama.cpp name>", float32, numpy shape =
+torch (out, in) = ggml [in, out].
 """
 import collections
 import json
@@ -222,6 +227,32 @@ def write_reference(name, model, prompts, eos, source, summary):
     summary.append("%s: min top-2 gap %.4f, beam min gap %.2e" % (name, gap, beam_gap))
 
 
+EXPECTED = []  # (name, float32 array) for expected_tensors.gguf
+
+
+def record_expected(stem, model, tied):
+    """The tensors kiln-convert must write, in llama.cpp's gpt2 names, computed from the
+    torch model itself (not from the saved file): numpy shape (out, in) = ggml [in, out]."""
+    def a(t):
+        return t.detach().numpy().astype(np.float32)
+
+    t = model.transformer
+    out = [("token_embd.weight", a(t.wte.weight)), ("position_embd.weight", a(t.wpe.weight))]
+    for n, block in enumerate(t.h):
+        parts = [("attn_norm", block.ln_1), ("attn_qkv", block.attn.c_attn), ("attn_output", block.attn.c_proj),
+                 ("ffn_norm", block.ln_2), ("ffn_up", block.mlp.c_fc), ("ffn_down", block.mlp.c_proj)]
+        for name, module in parts:
+            out.append(("blk.%d.%s.weight" % (n, name), a(module.weight)))
+            if module.bias is not None:
+                out.append(("blk.%d.%s.bias" % (n, name), a(module.bias)))
+    out.append(("output_norm.weight", a(t.ln_f.weight)))
+    if t.ln_f.bias is not None:
+        out.append(("output_norm.bias", a(t.ln_f.bias)))
+    if not tied:
+        out.append(("output.weight", a(model.lm_head.weight)))
+    EXPECTED.extend(("%s/%s" % (stem, name), arr) for name, arr in out)
+
+
 def sorted_state_dict(model, prefix=""):
     return collections.OrderedDict((prefix + k, v) for k, v in model.state_dict().items())
 
@@ -245,6 +276,8 @@ def make_nanogpt(summary):
                       "best_val_loss": torch.tensor(1.4697), "config": {"dataset": "shakespeare_char", "bias": bias}}
         torch.save(checkpoint, os.path.join(OUT, name + ".pt"))
         write_reference(name, model, prompts, None, name + ".pt", summary)
+        if name == "nanogpt_bias":
+            record_expected(name, model, tied=True)
 
 
 def hf_state_dict(model, config, tied):
@@ -311,6 +344,8 @@ def make_hf(summary):
             json.dump(tokenizer_json(vocab, merges, eos_text, eos), f, ensure_ascii=False, indent=1)
             f.write("\n")
         write_reference(name, model, prompts, eos, name, summary)
+        if not tied:
+            record_expected(name, model, tied=False)
 
 
 def main():
@@ -319,6 +354,7 @@ def main():
     summary = []
     make_nanogpt(summary)
     make_hf(summary)
+    gguf_io.write_gguf(os.path.join(OUT, "expected_tensors.gguf"), [], EXPECTED)
     print("\n".join(summary))
     if len(sys.argv) > 1 and sys.argv[1] == "--search":
         # How SEEDS were chosen: rerun with other seeds and compare the printed gaps.

@@ -35,6 +35,13 @@ Reference GGUFs <model>_reference.gguf (gguf_io.write_gguf):
             batch.lengths (i32 [B]), batch.prefix (i32, ggml [T, B]: every sI.prefix, all the
             same length), batch.logits (f32, ggml [V, T, B]: one batched call with source
             padding masks; the script checks it equals each sI.logits within 1e-5).
+
+expected_tensors.gguf: every tensor kiln-convert must write for both checkpoints, computed from
+the torch modules (in_proj_* row blocks sliced here), named "<model>/<GGUF name>", float32.
+`--expected-only` rebuilds just this file from the saved .pt files (training takes minutes).
+Training is deterministic on one thread (torch.set_num_threads(1)) on a given machine; a rerun
+elsewhere may differ in the last bits of the trained weights, and then every file here changes
+together.
 """
 import os
 import sys
@@ -144,16 +151,64 @@ def reference(model, source_name):
     return md, tensors, min_gap, trace.min_gap, worst
 
 
+def expected_tensors(stem, model, shared):
+    """What kiln-convert must write (CONTRACTS.md §2 names), from the torch modules:
+    in_proj_weight's row blocks are Q, K, V; numpy shape (out, in) = ggml [in, out]."""
+    def a(t):
+        return t.detach().numpy().astype(np.float32)
+
+    d = model.d_model
+    out = [("token_embd.weight", a(model.src_embed.weight))]
+    if not shared:
+        out += [("dec.token_embd.weight", a(model.tgt_embed.weight)), ("output.weight", a(model.generator.weight))]
+    out.append(("output.bias", a(model.generator.bias)))
+
+    def attention(prefix, mha):
+        w, b = a(mha.in_proj_weight), a(mha.in_proj_bias)
+        for i, part in enumerate("qkv"):
+            out.append(("%s%s.weight" % (prefix, part), w[i * d:(i + 1) * d]))
+            out.append(("%s%s.bias" % (prefix, part), b[i * d:(i + 1) * d]))
+        out.append(("%so.weight" % prefix, a(mha.out_proj.weight)))
+        out.append(("%so.bias" % prefix, a(mha.out_proj.bias)))
+
+    def plain(prefix, pairs):
+        for name, module in pairs:
+            out.append(("%s%s.weight" % (prefix, name), a(module.weight)))
+            out.append(("%s%s.bias" % (prefix, name), a(module.bias)))
+
+    tr = model.transformer
+    for n, layer in enumerate(tr.encoder.layers):
+        attention("enc.blk.%d.attn_" % n, layer.self_attn)
+        plain("enc.blk.%d." % n, [("attn_norm", layer.norm1), ("ffn_up", layer.linear1), ("ffn_down", layer.linear2),
+                                  ("ffn_norm", layer.norm2)])
+    plain("enc.", [("output_norm", tr.encoder.norm)])
+    for n, layer in enumerate(tr.decoder.layers):
+        attention("dec.blk.%d.attn_" % n, layer.self_attn)
+        attention("dec.blk.%d.cross_attn_" % n, layer.multihead_attn)
+        plain("dec.blk.%d." % n, [("attn_norm", layer.norm1), ("cross_attn_norm", layer.norm2),
+                                  ("ffn_up", layer.linear1), ("ffn_down", layer.linear2), ("ffn_norm", layer.norm3)])
+    plain("dec.", [("output_norm", tr.decoder.norm)])
+    return [("%s/%s" % (stem, name), np.ascontiguousarray(arr)) for name, arr in out]
+
+
 def main():
     torch.set_num_threads(1)
     os.makedirs(OUT, exist_ok=True)
+    # --expected-only: rebuild expected_tensors.gguf from the saved checkpoints (no training).
+    expected_only = len(sys.argv) > 1 and sys.argv[1] == "--expected-only"
+    expected = []
     for name, norm_first, activation, shared, seed in (("postln_relu", False, "relu", False, 11),
                                                        ("preln_gelu_shared", True, "gelu", True, 12)):
         torch.manual_seed(seed)
         model = Seq2SeqTransformer(len(ITOS), d_model=32, nhead=4, num_encoder_layers=2, num_decoder_layers=2,
                                    dim_feedforward=64, norm_first=norm_first, activation=activation,
                                    layer_norm_eps=1e-5, max_len=MAX_LEN, shared=shared)
+        if expected_only:
+            model.load_state_dict(torch.load(os.path.join(OUT, name + ".pt"))["model"])
+            expected += expected_tensors(name, model.eval(), shared)
+            continue
         loss = train(model, seed)
+        expected += expected_tensors(name, model, shared)
         torch.save({"model": model.state_dict(), "model_args": model.args, "itos": ITOS,
                     "specials": {"pad": "<pad>", "bos": "<s>", "eos": "</s>"}}, os.path.join(OUT, name + ".pt"))
         md, tensors, gap, beam_gap, worst = reference(model, name + ".pt")
@@ -164,6 +219,7 @@ def main():
             greedy_texts.append("".join(ITOS[t] for t in out))
         print("%s: final loss %.3f, min top-2 gap %.4f, beam min gap %.2e, padded batch max diff %.1e, greedy %r"
               % (name, loss, gap, beam_gap, worst, greedy_texts))
+    gguf_io.write_gguf(os.path.join(OUT, "expected_tensors.gguf"), [], expected)
 
 
 if __name__ == "__main__":
