@@ -10,12 +10,16 @@
 #include <map>
 
 #include "convert/export_safetensors.h"
+#include "convert/progress.h"
 #include "engine/core/error.h"
 #include "formats/checkpoint/gguf_checkpoint.h"
-#include "formats/checkpoint/hf_llama.h"
+#include "formats/checkpoint/char_vocabulary.h"
+#include "formats/checkpoint/hf_folder.h"
 #include "formats/checkpoint/llama2c.h"
 #include "formats/checkpoint/llama_state_dict.h"
+#include "formats/checkpoint/nanogpt_state_dict.h"
 #include "formats/checkpoint/torch_checkpoint.h"
+#include "formats/checkpoint/transformer_state_dict.h"
 #include "formats/gguf/gguf_writer.h"
 
 namespace kiln::convert {
@@ -39,20 +43,54 @@ InputFormat detect(const std::filesystem::path& path) {
     return InputFormat::Unknown;
 }
 
+constexpr std::string_view kKnownTorchModels =
+    "llama2.c's model.py (tok_embeddings.weight, layers.N.attention.wq.weight, ...), nanoGPT's GPT "
+    "(transformer.wte.weight, transformer.h.N.attn.c_attn.weight, ...) and torch.nn.Transformer seq2seq models "
+    "(src_embed.weight, transformer.encoder.layers.N.self_attn.in_proj_weight, ...; see README)";
+
+uint64_t vocab_rows(const Checkpoint& c) {
+    for (const CheckpointTensor& t : c.tensors)
+        if (t.name == "token_embd.weight" && t.dims.size() == 2) return t.dims[1];
+    return 0;
+}
+
+// A PyTorch checkpoint: which model it holds is told by the names of its tensors.
+Checkpoint read_torch(const ConvertOptions& o) {
+    const TorchCheckpoint torch = read_torch_checkpoint(o.input);
+    const std::string name = o.input.stem().string();
+    Checkpoint c;
+    if (find_state_dict_prefix(torch, "tok_embeddings.weight")) c = llama_checkpoint_from_state_dict(torch, name);
+    else if (is_nanogpt_state_dict(torch)) c = nanogpt_checkpoint_from_state_dict(torch, name);
+    else if (is_transformer_state_dict(torch)) c = transformer_checkpoint_from_state_dict(torch, name);
+    else
+        fail("pytorch", "{}: no model kiln knows in the checkpoint; kiln reads {}", o.input.string(), kKnownTorchModels);
+    if (o.tokenizer) {
+        if (!looks_like_pickle(*o.tokenizer))
+            fail("convert", "--tokenizer for a PyTorch checkpoint must be a nanoGPT meta.pkl (a pickle); '{}' is not one",
+                 o.tokenizer->string());
+        for (const GgufEntry& e : c.metadata)
+            if (e.key == "tokenizer.ggml.model")
+                fail("convert", "'{}' already holds a vocabulary (itos); --tokenizer would replace it", o.input.string());
+        add_char_tokenizer(c, read_nanogpt_meta(*o.tokenizer), vocab_rows(c), o.tokenizer->string());
+    }
+    return c;
+}
+
 Checkpoint read_input(const ConvertOptions& o) {
     const InputFormat format = detect(o.input);
-    if (o.tokenizer && format != InputFormat::Unknown && format != InputFormat::Llama2c)
-        fail("convert", "--tokenizer is for llama2.c checkpoints; '{}' is not one", o.input.string());
+    if (o.tokenizer && format != InputFormat::Unknown && format != InputFormat::Llama2c && format != InputFormat::PyTorch)
+        fail("convert", "--tokenizer is for llama2.c checkpoints (tokenizer.bin) and PyTorch ones (nanoGPT's meta.pkl); "
+             "'{}' is neither", o.input.string());
     switch (format) {
         case InputFormat::Gguf: return read_gguf_checkpoint(o.input);
-        case InputFormat::PyTorch:
-            return llama_checkpoint_from_state_dict(read_torch_checkpoint(o.input), o.input.stem().string());
+        case InputFormat::PyTorch: return read_torch(o);
         case InputFormat::Llama2c: return read_llama2c(o.input, o.tokenizer ? &*o.tokenizer : nullptr);
-        case InputFormat::HuggingFace: return hf_llama_checkpoint(o.input);
+        case InputFormat::HuggingFace: return hf_checkpoint(o.input);
         case InputFormat::Unknown: break;
     }
     fail("convert", "cannot tell what kind of checkpoint '{}' is (kiln-convert reads GGUF files, llama2.c "
-         ".bin checkpoints, PyTorch checkpoints of llama2.c's model.py and Hugging Face LlamaForCausalLM folders)", o.input.string());
+         ".bin checkpoints, PyTorch checkpoints (llama2.c, nanoGPT, torch.nn.Transformer seq2seq) and Hugging Face "
+         "LlamaForCausalLM / GPT2LMHeadModel folders)", o.input.string());
 }
 
 // llama.cpp's general.file_type values for the whole-model types kiln writes.
@@ -66,6 +104,9 @@ uint32_t file_type(DType t) {
         default: fail("convert", "kiln-convert does not write {} files", dtype_name(t));
     }
 }
+
+// Elements converted per step: bounds the float buffer (4 MiB) and paces the progress line.
+constexpr uint64_t kChunkElements = uint64_t{1} << 20;
 
 std::string megabytes(uint64_t bytes) { return fmt::format("{:.2f} MiB", bytes / 1048576.0); }
 
@@ -93,8 +134,6 @@ void convert(const ConvertOptions& o, std::FILE* log) {
         export_hf_llama(in, o.output, log);
         return;
     }
-    const bool progress = isatty(fileno(log)) != 0;
-
     GgufWriter writer;
     std::string architecture = "(none)";
     for (const GgufEntry& e : in.metadata) {
@@ -111,9 +150,13 @@ void convert(const ConvertOptions& o, std::FILE* log) {
     std::vector<std::string> fallbacks;
     uint64_t bytes_in = 0, bytes_out = 0, parameters = 0;
     bool any_quantized = false;
+    uint64_t total_bytes = 0;
+    for (const CheckpointTensor& t : in.tensors) total_bytes += t.data.size();
+    Progress progress(log, total_bytes, isatty(fileno(log)) != 0);
     for (size_t i = 0; i < in.tensors.size(); ++i) {
         const CheckpointTensor& t = in.tensors[i];
-        if (progress) fmt::print(log, "\r\033[K[{}/{}] {}", i + 1, in.tensors.size(), t.name);
+        const std::string label = fmt::format("[{}/{}] {}", i + 1, in.tensors.size(), t.name);
+        progress.update(bytes_in, label);
         const DType target = output_type(t.type, t.dims, o.type);
         if (o.type && target != *o.type && t.dims.size() == 2 && t.dims[1] > 1)
             fallbacks.push_back(fmt::format("{} (rows of {})", t.name, t.dims[0]));
@@ -123,10 +166,23 @@ void convert(const ConvertOptions& o, std::FILE* log) {
             const TypeTraits& from = type_traits(t.type);
             if (from.to_float == nullptr)
                 fail("convert", "tensor '{}' is {}, which kiln cannot convert", t.name, from.name);
-            std::vector<float> floats(elements);
-            from.to_float(t.data.data(), floats.data(), static_cast<int64_t>(elements));
+            const TypeTraits& to = type_traits(target);
             converted.emplace_back(*checked_bytes(target, elements));
-            type_traits(target).from_float_ref(floats.data(), converted.back().data(), static_cast<int64_t>(elements));
+            // Whole rows at a time (rows are whole blocks of both types), so the
+            // progress line moves through a large tensor and the float buffer stays small.
+            const uint64_t row = t.dims.empty() ? 1 : t.dims[0];
+            const uint64_t rows = elements / std::max<uint64_t>(row, 1);
+            const uint64_t rows_per_chunk = std::max<uint64_t>(1, kChunkElements / std::max<uint64_t>(row, 1));
+            const size_t row_in = static_cast<size_t>(row / from.block_size * from.block_bytes);
+            const size_t row_out = static_cast<size_t>(row / to.block_size * to.block_bytes);
+            std::vector<float> floats(static_cast<size_t>(std::min(rows, rows_per_chunk) * row));
+            for (uint64_t r = 0; r < rows; r += rows_per_chunk) {
+                const uint64_t n = std::min(rows_per_chunk, rows - r);
+                const auto count = static_cast<int64_t>(n * row);
+                from.to_float(t.data.data() + r * row_in, floats.data(), count);
+                to.from_float_ref(floats.data(), converted.back().data() + r * row_out, count);
+                progress.update(bytes_in + (r + n) * row_in, label);
+            }
             data = converted.back();
         }
         writer.add_tensor(t.name, target, t.dims, data);
@@ -137,9 +193,9 @@ void convert(const ConvertOptions& o, std::FILE* log) {
         parameters += elements;
     }
     if (any_quantized) writer.set("general.quantization_version", uint32_t{2});
-    if (progress) fmt::print(log, "\r\033[K[{}/{}] writing {}", in.tensors.size(), in.tensors.size(), o.output.string());
+    progress.status(fmt::format("[100%] writing {}", o.output.string()));
     writer.write(o.output);
-    if (progress) fmt::print(log, "\r\033[K");
+    progress.clear();
 
     std::string types;
     for (const auto& [name, count] : per_type) types += fmt::format("{}{} {}", types.empty() ? "" : ", ", count, name);

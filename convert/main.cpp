@@ -18,8 +18,11 @@ Converts a checkpoint into one GGUF file (the input format is told from the
 file's content, not its name):
   GGUF                  re-quantize an existing file (e.g. f32 -> q8_0)
   llama2.c .bin         legacy and ak42 v1/v2; --tokenizer tokenizer.bin embeds its vocabulary
-  PyTorch .pt/.pth      torch.save archives of llama2.c's model.py (whitelist unpickler)
-  Hugging Face folder   LlamaForCausalLM: config.json + model.safetensors (or sharded)
+  PyTorch .pt/.pth      torch.save archives (whitelist unpickler) of llama2.c's model.py,
+                        nanoGPT's GPT (--tokenizer meta.pkl embeds its characters) and
+                        torch.nn.Transformer seq2seq models (their "itos" list is embedded)
+  Hugging Face folder   LlamaForCausalLM (+ tokenizer.model) or GPT2LMHeadModel
+                        (+ tokenizer.json): config.json + model.safetensors (or sharded)
 
   -o, --output FILE     the GGUF file to write (written atomically: an error or
                         Ctrl-C never leaves a partial file there)

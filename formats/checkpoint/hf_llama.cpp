@@ -12,6 +12,7 @@
 
 #include "engine/core/error.h"
 #include "engine/core/printable.h"
+#include "formats/checkpoint/hf_folder.h"
 #include "formats/checkpoint/llama_metadata.h"
 #include "formats/checkpoint/safetensors.h"
 
@@ -38,23 +39,6 @@ constexpr LayerTensor kLayerTensors[] = {
 };
 
 std::string shape_text(const std::vector<uint64_t>& shape) { return fmt::format("({})", fmt::join(shape, ", ")); }
-
-json read_json(const std::filesystem::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) fail("hf", "{}: cannot open", path.string());
-    std::stringstream text;
-    text << in.rdbuf();
-    try {
-        return json::parse(text.str());
-    } catch (const json::exception& e) {
-        fail("hf", "{}: not valid JSON: {}", path.string(), e.what());
-    }
-}
-
-// The safetensors files of a model, kept alive by Checkpoint::source.
-struct Shards {
-    std::vector<SafetensorsFile> files;
-};
 
 class Mapper {
 public:
@@ -110,7 +94,7 @@ private:
 
     void read_config() {
         config_path_ = folder_ / "config.json";
-        const json config = read_json(config_path_);
+        const json config = read_hf_json(config_path_);
         if (!config.is_object()) fail("hf", "{}: not a JSON object", config_path_.string());
         const auto arch = config.find("architectures");
         std::vector<std::string> archs;
@@ -148,38 +132,9 @@ private:
     }
 
     void open_weights() {
-        shards_ = std::make_shared<Shards>();
-        const std::filesystem::path single = folder_ / "model.safetensors";
-        const std::filesystem::path index = folder_ / "model.safetensors.index.json";
-        if (std::filesystem::exists(single)) {
-            shards_->files.push_back(SafetensorsFile::open(single));
-        } else if (std::filesystem::exists(index)) {
-            const json j = read_json(index);
-            const auto map = j.find("weight_map");
-            if (map == j.end() || !map->is_object()) fail("hf", "{}: no \"weight_map\" object", index.string());
-            std::map<std::string, size_t> shard_of_file;
-            for (const auto& [name, file] : map->items()) {
-                if (!file.is_string())
-                    fail("hf", "{}: weight_map entry '{}' is not a file name", index.string(), printable(name));
-                const std::string f = file.get<std::string>();
-                // Shards are siblings of the index; a path would escape the folder.
-                if (f.empty() || f.find('/') != std::string::npos || f.find('\\') != std::string::npos || f == "..")
-                    fail("hf", "{}: shard name '{}' is not a plain file name", index.string(), printable(f));
-                auto [it, fresh] = shard_of_file.emplace(f, shards_->files.size());
-                if (fresh) shards_->files.push_back(SafetensorsFile::open(folder_ / f));
-                const SafetensorsTensor* t = shards_->files[it->second].find_tensor(name);
-                if (t == nullptr)
-                    fail("hf", "{}: tensor '{}' is listed in {} but that shard does not hold it", index.string(),
-                         printable(name), printable(f));
-            }
-        } else {
-            fail("hf", "{}: neither model.safetensors nor model.safetensors.index.json is there", folder_.string());
-        }
-        // Indexed only now: pointers into `files` are stable once it stops growing.
-        for (const SafetensorsFile& f : shards_->files)
-            for (const SafetensorsTensor& t : f.tensors())
-                if (!by_name_.emplace(t.name, std::make_pair(&t, &f)).second)
-                    fail("hf", "{}: tensor '{}' is in more than one shard", f.path().string(), printable(t.name));
+        HfWeights w = open_hf_weights(folder_);
+        shards_ = std::move(w.shards);
+        by_name_ = std::move(w.by_name);
     }
 
     void check_tensor_names() const {
@@ -236,7 +191,7 @@ private:
 
     std::filesystem::path folder_;
     std::filesystem::path config_path_;
-    std::shared_ptr<Shards> shards_;
+    std::shared_ptr<HfWeights::Files> shards_;
     std::map<std::string, std::pair<const SafetensorsTensor*, const SafetensorsFile*>> by_name_;
     uint64_t dim_ = 0, n_layers_ = 0, n_heads_ = 0, n_kv_heads_ = 0, head_dim_ = 0, hidden_ = 0, vocab_ = 0;
     uint64_t context_ = 0;

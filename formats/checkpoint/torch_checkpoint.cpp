@@ -346,6 +346,16 @@ const TorchTensor* TorchCheckpoint::find_tensor(std::string_view name) const noe
     return nullptr;
 }
 
+std::optional<std::string> find_state_dict_prefix(const TorchCheckpoint& checkpoint, std::string_view marker) {
+    for (std::string_view outer : {"", "model.", "state_dict."}) {
+        for (std::string_view compiled : {"", "_orig_mod."}) {
+            std::string prefix = std::string(outer) + std::string(compiled);
+            if (checkpoint.find_tensor(prefix + std::string(marker)) != nullptr) return prefix;
+        }
+    }
+    return std::nullopt;
+}
+
 const GgufValue* TorchCheckpoint::find_value(std::string_view name) const noexcept {
     for (const GgufEntry& e : values)
         if (e.key == name) return &e.value;

@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -72,6 +73,11 @@ TorchCheckpoint read_torch_checkpoint(const std::filesystem::path& path);
 // The same from bytes owned by the caller (they must outlive the result and any
 // Checkpoint built from it); `name` is used in error messages.
 TorchCheckpoint parse_torch_checkpoint(std::span<const std::byte> bytes, std::string name);
+
+// Where a model's state dict sits: the prefix ("", "model.", "state_dict.",
+// each optionally followed by torch.compile's "_orig_mod.") under which the
+// tensor `marker` (e.g. "tok_embeddings.weight") exists; none when absent.
+std::optional<std::string> find_state_dict_prefix(const TorchCheckpoint& checkpoint, std::string_view marker);
 
 // Content-based detection: a zip archive ("PK\3\4", what torch.save writes
 // since 1.6) or the legacy pre-1.6 format (a pickle of torch's magic number),

@@ -14,6 +14,10 @@ Outputs:
       k_proj rows permuted for HF's rotate-half RoPE (what Meta's
       convert_llama_weights_to_hf.py does). kiln must undo the permutation and
       get back stories260K.gguf's bytes exactly.
+  stories260K_hf/tokenizer.model
+      stories260K.gguf's vocabulary (pieces, scores, types) as a SentencePiece
+      ModelProto, protobuf-encoded by hand (spm_model_proto); pad_id -1 is a
+      10-byte sign-extended varint as protobuf writes negative int32s.
   small.safetensors
       F32, F16 and BF16 tensors, a scalar, an empty tensor and __metadata__,
       with header keys in a different order than the data.
@@ -112,6 +116,43 @@ def make_hf_folder():
     with open(os.path.join(folder, "config.json"), "w") as f:
         json.dump(config, f, indent=2, sort_keys=True)
         f.write("\n")
+    write(os.path.join(folder, "tokenizer.model"), spm_model_proto(
+        md["tokenizer.ggml.tokens"], md["tokenizer.ggml.scores"], md["tokenizer.ggml.token_type"]))
+
+
+def _varint(n):
+    n &= (1 << 64) - 1  # negative int32s are sign-extended to 10 bytes, as protobuf does
+    out = b""
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out += bytes([b | 0x80])
+        else:
+            return out + bytes([b])
+
+
+def _field(number, wire, payload):
+    key = _varint(number << 3 | wire)
+    if wire == 2:
+        return key + _varint(len(payload)) + payload
+    return key + payload
+
+
+def spm_model_proto(pieces, scores, types):
+    """A SentencePiece ModelProto, encoded by hand from the protobuf wire format:
+    pieces (1: piece 1, score 2, type 3), trainer_spec (2: unk_id 40, bos_id 41,
+    eos_id 42, pad_id 43 = -1), normalizer_spec (3: name 1, add_dummy_prefix 3)."""
+    out = b""
+    for piece, score, kind in zip(pieces, scores, types):
+        body = _field(1, 2, piece.encode("utf-8")) + _field(2, 5, struct.pack("<f", score))
+        if kind != 1:  # NORMAL is the default and, as protobuf does, not written
+            body += _field(3, 0, _varint(kind))
+        out += _field(1, 2, body)
+    trainer = (_field(3, 0, _varint(512)) + _field(40, 0, _varint(0)) + _field(41, 0, _varint(1))
+               + _field(42, 0, _varint(2)) + _field(43, 0, _varint(-1)))
+    normalizer = _field(1, 2, b"identity") + _field(3, 0, _varint(1))
+    return out + _field(2, 2, trainer) + _field(3, 2, normalizer)
 
 
 def make_small():

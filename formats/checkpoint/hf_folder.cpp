@@ -1,0 +1,110 @@
+#include "formats/checkpoint/hf_folder.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "engine/core/error.h"
+#include "engine/core/printable.h"
+#include "formats/checkpoint/hf_gpt2.h"
+#include "formats/checkpoint/hf_llama.h"
+#include "formats/checkpoint/hf_tokenizer.h"
+#include "formats/checkpoint/spm_model.h"
+
+namespace kiln {
+
+using nlohmann::json;
+
+json read_hf_json(const std::filesystem::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) fail("hf", "{}: cannot open", path.string());
+    std::stringstream text;
+    text << in.rdbuf();
+    try {
+        return json::parse(text.str());
+    } catch (const json::exception& e) {
+        fail("hf", "{}: not valid JSON: {}", path.string(), e.what());
+    }
+}
+
+HfWeights open_hf_weights(const std::filesystem::path& folder) {
+    HfWeights w;
+    w.shards = std::make_shared<HfWeights::Files>();
+    auto& files = w.shards->files;
+    const std::filesystem::path single = folder / "model.safetensors";
+    const std::filesystem::path index = folder / "model.safetensors.index.json";
+    if (std::filesystem::exists(single)) {
+        files.push_back(SafetensorsFile::open(single));
+    } else if (std::filesystem::exists(index)) {
+        const json j = read_hf_json(index);
+        const auto map = j.find("weight_map");
+        if (map == j.end() || !map->is_object()) fail("hf", "{}: no \"weight_map\" object", index.string());
+        std::map<std::string, size_t> shard_of_file;
+        for (const auto& [name, file] : map->items()) {
+            if (!file.is_string()) fail("hf", "{}: weight_map entry '{}' is not a file name", index.string(), printable(name));
+            const std::string f = file.get<std::string>();
+            // Shards are siblings of the index; a path would escape the folder.
+            if (f.empty() || f.find('/') != std::string::npos || f.find('\\') != std::string::npos || f == "..")
+                fail("hf", "{}: shard name '{}' is not a plain file name", index.string(), printable(f));
+            auto [it, fresh] = shard_of_file.emplace(f, files.size());
+            if (fresh) files.push_back(SafetensorsFile::open(folder / f));
+            if (files[it->second].find_tensor(name) == nullptr)
+                fail("hf", "{}: tensor '{}' is listed in {} but that shard does not hold it", index.string(),
+                     printable(name), printable(f));
+        }
+    } else {
+        fail("hf", "{}: neither model.safetensors nor model.safetensors.index.json is there", folder.string());
+    }
+    // Indexed only now: pointers into `files` are stable once it stops growing.
+    for (const SafetensorsFile& f : files)
+        for (const SafetensorsTensor& t : f.tensors())
+            if (!w.by_name.emplace(t.name, std::make_pair(&t, &f)).second)
+                fail("hf", "{}: tensor '{}' is in more than one shard", f.path().string(), printable(t.name));
+    return w;
+}
+
+namespace {
+
+constexpr std::string_view kKnown = "LlamaForCausalLM (model_type llama), GPT2LMHeadModel (model_type gpt2)";
+
+uint64_t vocab_rows(const Checkpoint& c) {
+    for (const CheckpointTensor& t : c.tensors)
+        if (t.name == "token_embd.weight") return t.dims.size() == 2 ? t.dims[1] : 0;
+    return 0;
+}
+
+}  // namespace
+
+Checkpoint hf_checkpoint(const std::filesystem::path& given) {
+    // A trailing '/' would leave filename() (general.name) empty.
+    const std::filesystem::path folder = given.has_filename() ? given : given.parent_path();
+    const std::filesystem::path config_path = folder / "config.json";
+    const json config = read_hf_json(config_path);
+    if (!config.is_object()) fail("hf", "{}: not a JSON object", config_path.string());
+    std::vector<std::string> archs;
+    if (const auto a = config.find("architectures"); a != config.end() && a->is_array())
+        for (const json& item : *a)
+            if (item.is_string()) archs.push_back(item.get<std::string>());
+    std::string model_type;
+    if (const auto m = config.find("model_type"); m != config.end() && m->is_string()) model_type = m->get<std::string>();
+    const bool llama = archs.empty() ? model_type == "llama" : archs.size() == 1 && archs[0] == "LlamaForCausalLM";
+    const bool gpt2 = archs.empty() ? model_type == "gpt2" : archs.size() == 1 && archs[0] == "GPT2LMHeadModel";
+    if (llama) {
+        Checkpoint c = hf_llama_checkpoint(folder);
+        if (std::filesystem::exists(folder / "tokenizer.model"))
+            add_spm_tokenizer(c, folder / "tokenizer.model", vocab_rows(c));
+        return c;
+    }
+    if (gpt2) {
+        Checkpoint c = hf_gpt2_checkpoint(folder, config);
+        if (std::filesystem::exists(folder / "tokenizer.json"))
+            add_hf_bpe_tokenizer(c, folder / "tokenizer.json", config, vocab_rows(c));
+        return c;
+    }
+    fail("hf", "{}: architectures [{}], model_type '{}': kiln reads {}", config_path.string(),
+         printable(fmt::format("{}", fmt::join(archs, ", "))), printable(model_type), kKnown);
+}
+
+}  // namespace kiln

@@ -1,0 +1,342 @@
+#include "formats/checkpoint/transformer_state_dict.h"
+
+#include <charconv>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <set>
+
+#include <fmt/ranges.h>
+
+#include "engine/core/error.h"
+#include "engine/core/printable.h"
+#include "formats/checkpoint/char_vocabulary.h"
+
+namespace kiln {
+namespace {
+
+constexpr std::string_view kMarker = "transformer.encoder.layers.0.self_attn.in_proj_weight";
+constexpr uint64_t kDefaultMaxLen = 5000;
+constexpr double kDefaultNormEps = 1e-5;
+
+constexpr std::string_view kSourceEmbeddings[] = {"src_embed.weight", "src_tok_emb.embedding.weight"};
+constexpr std::string_view kTargetEmbeddings[] = {"tgt_embed.weight", "tgt_tok_emb.embedding.weight"};
+constexpr std::string_view kPositionBuffers[] = {"pe", "pos_encoder.pe", "positional_encoding.pe",
+                                                 "positional_encoding.pos_embedding"};
+
+std::string shape_text(const std::vector<int64_t>& shape) { return fmt::format("({})", fmt::join(shape, ", ")); }
+
+// torch.nn.Transformer's names inside a layer -> GGUF names inside a block.
+struct Attention {
+    std::string_view torch;  // "self_attn" or "multihead_attn"
+    std::string_view gguf;   // "attn" or "cross_attn"
+};
+struct Plain {
+    std::string_view torch;  // "linear1", "norm1", ...
+    std::string_view gguf;   // "ffn_up", "attn_norm", ...
+};
+constexpr Plain kEncoderPlain[] = {{"norm1", "attn_norm"}, {"linear1", "ffn_up"}, {"linear2", "ffn_down"}, {"norm2", "ffn_norm"}};
+constexpr Plain kDecoderPlain[] = {{"norm1", "attn_norm"}, {"norm2", "cross_attn_norm"}, {"linear1", "ffn_up"},
+                                   {"linear2", "ffn_down"}, {"norm3", "ffn_norm"}};
+
+class Mapper {
+public:
+    Mapper(const TorchCheckpoint& c, std::string_view name) : c_(c), name_(name) {}
+
+    Checkpoint run() {
+        prefix_ = *find_state_dict_prefix(c_, kMarker);
+        src_ = &first_of(kSourceEmbeddings);
+        tgt_ = &first_of(kTargetEmbeddings);
+        read_hyper_parameters();
+        check_tensor_names();
+
+        Checkpoint out;
+        out.source = c_.source;
+        out.metadata = metadata();
+        const int64_t d = d_model_, f = ffn_;
+        add(out, *src_, "token_embd.weight", {vocab_, d});
+        if (!tied(*tgt_, *src_)) add(out, *tgt_, "dec.token_embd.weight", {vocab_, d});
+        for (int64_t layer = 0; layer < n_enc_; ++layer) {
+            const std::string from = fmt::format("transformer.encoder.layers.{}.", layer);
+            const std::string to = fmt::format("enc.blk.{}.", layer);
+            attention(out, from + "self_attn.", to + "attn_");
+            for (const Plain& p : kEncoderPlain) plain(out, from, to, p, d, f);
+        }
+        norm(out, "transformer.encoder.norm.", "enc.output_norm.", false);
+        for (int64_t layer = 0; layer < n_dec_; ++layer) {
+            const std::string from = fmt::format("transformer.decoder.layers.{}.", layer);
+            const std::string to = fmt::format("dec.blk.{}.", layer);
+            attention(out, from + "self_attn.", to + "attn_");
+            attention(out, from + "multihead_attn.", to + "cross_attn_");
+            for (const Plain& p : kDecoderPlain) plain(out, from, to, p, d, f);
+        }
+        norm(out, "transformer.decoder.norm.", "dec.output_norm.", false);
+        const TorchTensor& generator = required("generator.weight");
+        if (!tied(generator, *tgt_)) add(out, generator, "output.weight", {vocab_, d});
+        if (const TorchTensor* b = find("generator.bias")) add(out, *b, "output.bias", {vocab_});
+        add_vocabulary(out);
+        return out;
+    }
+
+private:
+    const TorchTensor* find(std::string_view name) const { return c_.find_tensor(prefix_ + std::string(name)); }
+
+    const TorchTensor& required(std::string_view name) const {
+        const TorchTensor* t = find(name);
+        if (t == nullptr) fail("pytorch", "{}: tensor '{}{}' is missing", c_.path, prefix_, name);
+        return *t;
+    }
+
+    template <size_t N>
+    const TorchTensor& first_of(const std::string_view (&names)[N]) const {
+        for (std::string_view n : names)
+            if (const TorchTensor* t = find(n)) return *t;
+        fail("pytorch", "{}: no embedding table: expected '{}{}' (or '{}{}')", c_.path, prefix_, names[0], prefix_,
+             names[N - 1]);
+    }
+
+    const GgufValue* arg_value(std::string_view key) const { return c_.find_value(fmt::format("model_args.{}", key)); }
+
+    std::optional<int64_t> arg(std::string_view key) {
+        const GgufValue* v = arg_value(key);
+        if (v == nullptr) return std::nullopt;
+        const std::optional<int64_t> i = v->type() == GgufType::INT64 ? v->as_int() : std::nullopt;
+        if (!i || *i <= 0 || *i > std::numeric_limits<uint32_t>::max())
+            fail("pytorch", "{}: model_args.{} is not a positive integer below 2^32", c_.path, key);
+        args_text_ += fmt::format("{}{} {}", args_text_.empty() ? "" : ", ", key, *i);
+        return i;
+    }
+
+    int64_t layers_found(std::string_view stack) const {
+        int64_t count = 0;
+        const std::string layers = fmt::format("{}transformer.{}.layers.", prefix_, stack);
+        for (const TorchTensor& t : c_.tensors) {
+            if (!t.name.starts_with(layers)) continue;
+            const std::string_view rest = std::string_view(t.name).substr(layers.size());
+            int64_t n = -1;
+            const auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), n);
+            if (ec == std::errc() && n >= 0 && end != rest.data() + rest.size() && *end == '.') count = std::max(count, n + 1);
+        }
+        return count;
+    }
+
+    void read_hyper_parameters() {
+        if (src_->shape.size() != 2)
+            fail("pytorch", "{}: tensor '{}' has shape {} but an embedding table is 2-D (vocab, d_model)", c_.path,
+                 printable(src_->name), shape_text(src_->shape));
+        vocab_ = src_->shape[0];
+        if (tgt_->shape.size() == 2 && tgt_->shape[0] != vocab_)
+            fail("pytorch", "{}: the source vocabulary has {} tokens and the target vocabulary {}; kiln's transformer "
+                 "needs one shared vocabulary", c_.path, vocab_, tgt_->shape[0]);
+        const std::optional<int64_t> heads = arg("nhead");
+        if (!heads)
+            fail("pytorch", "{}: model_args.nhead is missing, and the number of attention heads cannot be inferred from "
+                 "tensor shapes", c_.path);
+        n_heads_ = *heads;
+        d_model_ = arg("d_model").value_or(src_->shape[1]);
+        n_enc_ = arg("num_encoder_layers").value_or(layers_found("encoder"));
+        n_dec_ = arg("num_decoder_layers").value_or(layers_found("decoder"));
+        if (n_enc_ <= 0 || n_dec_ <= 0) fail("pytorch", "{}: the model needs encoder and decoder layers", c_.path);
+        const TorchTensor& linear1 = required("transformer.encoder.layers.0.linear1.weight");
+        ffn_ = arg("dim_feedforward").value_or(linear1.shape.empty() ? 0 : linear1.shape[0]);
+        max_len_ = arg("max_len").value_or(kDefaultMaxLen);
+        if (d_model_ % n_heads_ != 0)
+            fail("pytorch", "{}: d_model {} is not a multiple of nhead {}", c_.path, d_model_, n_heads_);
+        if (ffn_ <= 0) fail("pytorch", "{}: tensor '{}' has shape {}", c_.path, printable(linear1.name), shape_text(linear1.shape));
+        if (const GgufValue* v = arg_value("norm_first")) {
+            const std::optional<bool> b = v->as_bool();
+            if (!b) fail("pytorch", "{}: model_args.norm_first is not a bool", c_.path);
+            norm_first_ = *b;
+        }
+        if (const GgufValue* v = arg_value("activation")) {
+            const std::string* s = v->as_string();
+            if (s == nullptr || (*s != "relu" && *s != "gelu"))
+                fail("pytorch", "{}: model_args.activation must be \"relu\" or \"gelu\" (kiln's transformer knows those two)",
+                     c_.path);
+            activation_ = *s;
+        }
+        norm_eps_ = kDefaultNormEps;
+        if (const GgufValue* v = arg_value("layer_norm_eps")) {
+            const std::optional<double> e = v->as_number();
+            if (!e || !(*e > 0) || *e >= 1) fail("pytorch", "{}: model_args.layer_norm_eps is not a number in (0, 1)", c_.path);
+            norm_eps_ = *e;
+        }
+    }
+
+    void check_tensor_names() const {
+        std::set<std::string> known = {"generator.weight", "generator.bias", "transformer.encoder.norm.weight",
+                                       "transformer.encoder.norm.bias", "transformer.decoder.norm.weight",
+                                       "transformer.decoder.norm.bias"};
+        for (auto list : {std::span<const std::string_view>(kSourceEmbeddings), std::span<const std::string_view>(kTargetEmbeddings),
+                          std::span<const std::string_view>(kPositionBuffers)})
+            for (std::string_view n : list) known.insert(std::string(n));
+        const auto add_attention = [&](const std::string& base) {
+            for (std::string_view p : {"in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias"})
+                known.insert(base + std::string(p));
+        };
+        const auto add_plain = [&](const std::string& base, std::span<const Plain> plains) {
+            for (const Plain& p : plains)
+                for (std::string_view w : {".weight", ".bias"}) known.insert(base + std::string(p.torch) + std::string(w));
+        };
+        for (int64_t l = 0; l < n_enc_; ++l) {
+            const std::string base = fmt::format("transformer.encoder.layers.{}.", l);
+            add_attention(base + "self_attn.");
+            add_plain(base, kEncoderPlain);
+        }
+        for (int64_t l = 0; l < n_dec_; ++l) {
+            const std::string base = fmt::format("transformer.decoder.layers.{}.", l);
+            add_attention(base + "self_attn.");
+            add_attention(base + "multihead_attn.");
+            add_plain(base, kDecoderPlain);
+        }
+        for (const TorchTensor& t : c_.tensors) {
+            if (!t.name.starts_with(prefix_)) continue;
+            const std::string rest = t.name.substr(prefix_.size());
+            if (known.contains(rest)) continue;
+            if (prefix_.empty() && !rest.ends_with(".weight") && !rest.ends_with(".bias") && !rest.starts_with("transformer."))
+                continue;  // a training checkpoint's other top-level entries
+            fail("pytorch", "{}: tensor '{}' is not part of a torch.nn.Transformer seq2seq model with {} encoder and {} "
+                 "decoder layers (an unknown architecture?)", c_.path, printable(t.name), n_enc_, n_dec_);
+        }
+    }
+
+    static bool tied(const TorchTensor& a, const TorchTensor& b) {
+        if (a.type != b.type || a.shape != b.shape) return false;
+        if (a.storage == b.storage && a.storage_offset == b.storage_offset && a.stride == b.stride) return true;
+        return a.data.size() == b.data.size() && std::memcmp(a.data.data(), b.data.data(), a.data.size()) == 0;
+    }
+
+    void add(Checkpoint& out, const TorchTensor& t, std::string gguf, const std::vector<int64_t>& expected) const {
+        add_view(out, t, t.data, std::move(gguf), expected, t.shape);
+    }
+
+    void add_view(Checkpoint& out, const TorchTensor& t, std::span<const std::byte> data, std::string gguf,
+                  const std::vector<int64_t>& expected, const std::vector<int64_t>& shape) const {
+        if (shape != expected)
+            fail("pytorch", "{}: tensor '{}' has shape {} but the hyper-parameters ({}) expect {}", c_.path,
+                 printable(t.name), shape_text(t.shape), hyper_text(), shape_text(expected));
+        CheckpointTensor ct{std::move(gguf), t.type, {}, data};
+        for (size_t i = shape.size(); i-- > 0;) ct.dims.push_back(static_cast<uint64_t>(shape[i]));
+        out.tensors.push_back(std::move(ct));
+    }
+
+    // in_proj_weight (3d, d) / in_proj_bias (3d): Q, K, V are consecutive row ranges.
+    void attention(Checkpoint& out, const std::string& from, const std::string& to) const {
+        const int64_t d = d_model_;
+        const TorchTensor& w = required(from + "in_proj_weight");
+        if (w.shape != std::vector<int64_t>{3 * d, d})
+            add(out, w, to + "q.weight", {3 * d, d});  // throws the shape error
+        const size_t part = w.data.size() / 3;
+        const char* names[] = {"q", "k", "v"};
+        for (size_t i = 0; i < 3; ++i)
+            add_view(out, w, w.data.subspan(i * part, part), fmt::format("{}{}.weight", to, names[i]), {d, d}, {d, d});
+        if (const TorchTensor* b = find(from + "in_proj_bias")) {
+            if (b->shape != std::vector<int64_t>{3 * d}) add(out, *b, to + "q.bias", {3 * d});
+            const size_t bpart = b->data.size() / 3;
+            for (size_t i = 0; i < 3; ++i)
+                add_view(out, *b, b->data.subspan(i * bpart, bpart), fmt::format("{}{}.bias", to, names[i]), {d}, {d});
+        }
+        add(out, required(from + "out_proj.weight"), to + "o.weight", {d, d});
+        if (const TorchTensor* b = find(from + "out_proj.bias")) add(out, *b, to + "o.bias", {d});
+    }
+
+    void plain(Checkpoint& out, const std::string& from, const std::string& to, const Plain& p, int64_t d, int64_t f) const {
+        std::vector<int64_t> weight = {d}, bias = {d};
+        if (p.torch == "linear1") weight = {f, d}, bias = {f};
+        if (p.torch == "linear2") weight = {d, f};
+        add(out, required(from + std::string(p.torch) + ".weight"), to + std::string(p.gguf) + ".weight", weight);
+        if (const TorchTensor* b = find(from + std::string(p.torch) + ".bias"))
+            add(out, *b, to + std::string(p.gguf) + ".bias", bias);
+    }
+
+    void norm(Checkpoint& out, const std::string& from, const std::string& to, bool required_norm) const {
+        const TorchTensor* w = find(from + "weight");
+        if (w == nullptr) {
+            if (required_norm) required(from + "weight");
+            return;
+        }
+        add(out, *w, to + "weight", {d_model_});
+        if (const TorchTensor* b = find(from + "bias")) add(out, *b, to + "bias", {d_model_});
+    }
+
+    std::optional<uint32_t> special(std::string_view role, const std::vector<std::string>& itos) const {
+        const GgufValue* v = c_.find_value(fmt::format("specials.{}", role));
+        if (v == nullptr) return std::nullopt;
+        if (const std::string* s = v->as_string()) {
+            for (size_t i = 0; i < itos.size(); ++i)
+                if (itos[i] == *s) return static_cast<uint32_t>(i);
+            fail("tokenizer", "{}: specials.{} is '{}', which is not in itos", c_.path, role, printable(*s));
+        }
+        const std::optional<int64_t> id = v->as_int();
+        if (!id || *id < 0 || *id >= static_cast<int64_t>(itos.size()))
+            fail("tokenizer", "{}: specials.{} is neither a token of itos nor an id below {}", c_.path, role, itos.size());
+        return static_cast<uint32_t>(*id);
+    }
+
+    void add_vocabulary(Checkpoint& out) const {
+        const GgufValue* itos = c_.find_value("itos");
+        if (itos == nullptr) return;  // weights only; kiln-convert says so
+        const GgufArray* array = itos->as_array();
+        if (array == nullptr || (array->element_type != GgufType::STRING && !array->items.empty()))
+            fail("tokenizer", "{}: \"itos\" is not a list of strings", c_.path);
+        CharVocabulary v;
+        for (const GgufValue& item : array->items) v.tokens.push_back(*item.as_string());
+        v.control.assign(v.tokens.size(), false);
+        v.bos = special("bos", v.tokens);
+        v.eos = special("eos", v.tokens);
+        v.pad = special("pad", v.tokens);
+        v.unk = special("unk", v.tokens);
+        for (const auto& id : {v.bos, v.eos, v.pad, v.unk})
+            if (id) v.control[*id] = true;
+        add_char_tokenizer(out, v, static_cast<uint64_t>(vocab_), c_.path + " (itos)");
+    }
+
+    std::string hyper_text() const {
+        return fmt::format("d_model {}, nhead {}, encoder layers {}, decoder layers {}, dim_feedforward {}, vocab {}{}",
+                           d_model_, n_heads_, n_enc_, n_dec_, ffn_, vocab_,
+                           args_text_.empty() ? "; no model_args, inferred from shapes"
+                                              : fmt::format("; model_args gave {}", args_text_));
+    }
+
+    std::vector<GgufEntry> metadata() const {
+        const auto u32 = [](int64_t v) { return GgufValue(static_cast<uint32_t>(v)); };
+        return {
+            {"general.architecture", GgufValue("transformer")},
+            {"general.name", GgufValue(std::string(name_))},
+            {"transformer.context_length", u32(max_len_)},
+            {"transformer.embedding_length", u32(d_model_)},
+            {"transformer.feed_forward_length", u32(ffn_)},
+            {"transformer.encoder.block_count", u32(n_enc_)},
+            {"transformer.decoder.block_count", u32(n_dec_)},
+            {"transformer.attention.head_count", u32(n_heads_)},
+            {"transformer.attention.layer_norm_epsilon", GgufValue(static_cast<float>(norm_eps_))},
+            {"transformer.norm_first", GgufValue(norm_first_)},
+            {"transformer.ffn_activation", GgufValue(activation_)},
+        };
+    }
+
+    const TorchCheckpoint& c_;
+    std::string_view name_;
+    std::string prefix_;
+    const TorchTensor* src_ = nullptr;
+    const TorchTensor* tgt_ = nullptr;
+    std::string args_text_;
+    int64_t vocab_ = 0, d_model_ = 0, n_heads_ = 0, n_enc_ = 0, n_dec_ = 0, ffn_ = 0, max_len_ = 0;
+    double norm_eps_ = 0;
+    bool norm_first_ = false;
+    std::string activation_ = "relu";
+};
+
+}  // namespace
+
+bool is_transformer_state_dict(const TorchCheckpoint& checkpoint) {
+    return find_state_dict_prefix(checkpoint, kMarker).has_value();
+}
+
+Checkpoint transformer_checkpoint_from_state_dict(const TorchCheckpoint& checkpoint, std::string_view name) {
+    if (!is_transformer_state_dict(checkpoint))
+        fail("pytorch", "{}: no torch.nn.Transformer model in the checkpoint (no '{}')", checkpoint.path, kMarker);
+    return Mapper(checkpoint, name).run();
+}
+
+}  // namespace kiln

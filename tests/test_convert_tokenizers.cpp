@@ -1,0 +1,260 @@
+// Vocabularies kiln-convert embeds: nanoGPT's meta.pkl and a seq2seq
+// checkpoint's itos list ("char"), Hugging Face tokenizer.json ("gpt2": tokens,
+// merges, special ids) and tokenizer.model (SentencePiece protobuf, "llama").
+// The round trips are checked against what the Python fixture scripts wrote:
+// the prompts' texts and the token ids PyTorch's side computed for them.
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <fstream>
+#include <functional>
+
+#include "engine/core/error.h"
+#include "formats/checkpoint/char_vocabulary.h"
+#include "formats/checkpoint/hf_tokenizer.h"
+#include "formats/checkpoint/spm_model.h"
+#include "formats/gguf/gguf_file.h"
+#include "support/paths.h"
+#include "support/run_tool.h"
+#include "support/sample_gguf.h"
+#include "support/tensor_data.h"
+
+#include <nlohmann/json.hpp>
+
+using namespace kiln;
+using test::shell_quote;
+
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+    try {
+        f();
+    } catch (const Error& e) {
+        const std::string message = e.what();
+        CHECK(message.find('\n') == std::string::npos);
+        return message;
+    }
+    FAIL("no kiln::Error was thrown");
+    return {};
+}
+
+#define REQUIRE_ERROR(expr, fragment)                                \
+    do {                                                             \
+        const std::string message_ = error_of([&] { (void)(expr); }); \
+        INFO(message_);                                              \
+        CHECK(message_.find(fragment) != std::string::npos);         \
+    } while (0)
+
+std::filesystem::path convert(const test::TempDir& dir, const std::filesystem::path& input, const std::string& extra = "") {
+    const auto out = dir.path() / (input.filename().string() + ".gguf");
+    const auto run = test::run_tool("kiln-convert", fmt::format("{} -o {} {}", shell_quote(input.string()),
+                                                                shell_quote(out.string()), extra));
+    INFO(run.err);
+    REQUIRE(run.status == 0);
+    return out;
+}
+
+std::vector<std::string> strings(const GgufFile& f, std::string_view key) {
+    const GgufValue* v = f.find(key);
+    REQUIRE(v != nullptr);
+    REQUIRE(v->as_array() != nullptr);
+    std::vector<std::string> out;
+    for (const GgufValue& item : v->as_array()->items) out.push_back(*item.as_string());
+    return out;
+}
+
+std::vector<int64_t> ints(const GgufFile& f, std::string_view key) {
+    const GgufValue* v = f.find(key);
+    REQUIRE(v != nullptr);
+    REQUIRE(v->as_array() != nullptr);
+    std::vector<int64_t> out;
+    for (const GgufValue& item : v->as_array()->items) out.push_back(*item.as_int());
+    return out;
+}
+
+// The UTF-8 characters of `text`, one string each.
+std::vector<std::string> characters(const std::string& text) {
+    std::vector<std::string> out;
+    for (size_t i = 0; i < text.size();) {
+        size_t n = 1;
+        const auto lead = static_cast<unsigned char>(text[i]);
+        if (lead >= 0xf0) n = 4;
+        else if (lead >= 0xe0) n = 3;
+        else if (lead >= 0xc0) n = 2;
+        out.push_back(text.substr(i, n));
+        i += n;
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("nanoGPT meta.pkl becomes a char vocabulary that encodes the prompts as PyTorch did", "[convert][tokenizer]") {
+    test::TempDir dir;
+    const auto fixtures = test::fixtures_dir() / "gpt2";
+    const GgufFile f = GgufFile::open(convert(dir, fixtures / "nanogpt_bias.pt",
+                                              "--tokenizer " + shell_quote((fixtures / "meta.pkl").string())));
+    CHECK(f.get_string("tokenizer.ggml.model") == "char");
+    const auto tokens = strings(f, "tokenizer.ggml.tokens");
+    REQUIRE(tokens.size() == 65);
+    CHECK(tokens[0] == "\n");
+    CHECK(tokens[1] == " ");
+    CHECK(tokens[64] == "z");
+    for (int64_t type : ints(f, "tokenizer.ggml.token_type")) CHECK(type == 1);
+    CHECK(f.find("tokenizer.ggml.bos_token_id") == nullptr);
+    CHECK(f.find("tokenizer.ggml.eos_token_id") == nullptr);
+    const GgufFile ref = GgufFile::open(fixtures / "nanogpt_bias_reference.gguf");
+    for (int p = 0; p < 2; ++p) {
+        const auto ids = test::values_of<int32_t>(ref.get_tensor(fmt::format("p{}.tokens", p)));
+        const auto chars = characters(ref.get_string(fmt::format("p{}.text", p)));
+        REQUIRE(chars.size() == ids.size());
+        for (size_t i = 0; i < ids.size(); ++i) CHECK(tokens[ids[i]] == chars[i]);
+    }
+}
+
+TEST_CASE("a seq2seq checkpoint's itos and specials become a char vocabulary with control tokens", "[convert][tokenizer]") {
+    test::TempDir dir;
+    const auto fixtures = test::fixtures_dir() / "transformer";
+    const GgufFile f = GgufFile::open(convert(dir, fixtures / "postln_relu.pt"));
+    CHECK(f.get_string("tokenizer.ggml.model") == "char");
+    const auto tokens = strings(f, "tokenizer.ggml.tokens");
+    REQUIRE(tokens.size() == 30);
+    CHECK(tokens[0] == "<pad>");
+    CHECK(tokens[1] == "<s>");
+    CHECK(tokens[2] == "</s>");
+    const auto types = ints(f, "tokenizer.ggml.token_type");
+    CHECK(types == std::vector<int64_t>{3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1});
+    CHECK(f.get_int("tokenizer.ggml.bos_token_id") == 1);
+    CHECK(f.get_int("tokenizer.ggml.eos_token_id") == 2);
+    CHECK(f.get_int("tokenizer.ggml.padding_token_id") == 0);
+    const GgufFile ref = GgufFile::open(fixtures / "postln_relu_reference.gguf");
+    for (int s = 0; s < 4; ++s) {
+        const auto ids = test::values_of<int32_t>(ref.get_tensor(fmt::format("s{}.tokens", s)));
+        const auto chars = characters(ref.get_string(fmt::format("s{}.text", s)));
+        REQUIRE(chars.size() + 1 == ids.size());  // + </s>
+        for (size_t i = 0; i < chars.size(); ++i) CHECK(tokens[ids[i]] == chars[i]);
+        CHECK(ids.back() == 2);
+    }
+    // A meta.pkl cannot replace a vocabulary the checkpoint already holds.
+    const auto run = test::run_tool("kiln-convert", fmt::format("{} -o {} --tokenizer {}",
+                                                                shell_quote((fixtures / "postln_relu.pt").string()),
+                                                                shell_quote((dir.path() / "x.gguf").string()),
+                                                                shell_quote((test::fixtures_dir() / "gpt2" / "meta.pkl").string())));
+    CHECK(run.status == 1);
+    CHECK(run.err.find("already holds a vocabulary (itos)") != std::string::npos);
+}
+
+TEST_CASE("tokenizer.json becomes a gpt2 vocabulary: tokens, merges, special ids", "[convert][tokenizer][gpt2]") {
+    test::TempDir dir;
+    const auto fixtures = test::fixtures_dir() / "gpt2";
+    const GgufFile f = GgufFile::open(convert(dir, fixtures / "gpt2_hf"));
+    CHECK(f.get_string("tokenizer.ggml.model") == "gpt2");
+    const auto tokens = strings(f, "tokenizer.ggml.tokens");
+    REQUIRE(tokens.size() == 297);
+    CHECK(tokens[0] == "!");             // GPT-2's bytes_to_unicode order starts at '!'
+    CHECK(tokens[188] == "\xC4\x80");    // U+0100, the first remapped byte (0x00)
+    CHECK(tokens[296] == "<|endoftext|>");
+    const auto types = ints(f, "tokenizer.ggml.token_type");
+    CHECK(types[296] == 3);
+    CHECK(types[0] == 1);
+    CHECK(f.get_int("tokenizer.ggml.bos_token_id") == 296);
+    CHECK(f.get_int("tokenizer.ggml.eos_token_id") == 296);
+    // Merges: the file's, in order, each "left right" with right+left a token.
+    std::ifstream in(fixtures / "gpt2_hf" / "tokenizer.json");
+    const nlohmann::json j = nlohmann::json::parse(in);
+    const auto merges = strings(f, "tokenizer.ggml.merges");
+    REQUIRE(merges.size() == j["model"]["merges"].size());
+    for (size_t i = 0; i < merges.size(); ++i) {
+        CHECK(merges[i] == j["model"]["merges"][i].get<std::string>());
+        const std::string joined = merges[i].substr(0, merges[i].find(' ')) + merges[i].substr(merges[i].find(' ') + 1);
+        CHECK(tokens[256 + i] == joined);  // learned merges were appended to the vocabulary in rank order
+    }
+    // The prompts' ids (BPE-encoded in Python) spell the prompts, spaces as 'Ġ' (U+0120).
+    const GgufFile ref = GgufFile::open(fixtures / "gpt2_hf_reference.gguf");
+    for (int p = 0; p < 2; ++p) {
+        std::string spelled;
+        for (int32_t id : test::values_of<int32_t>(ref.get_tensor(fmt::format("p{}.tokens", p)))) spelled += tokens[id];
+        std::string text = ref.get_string(fmt::format("p{}.text", p));
+        for (size_t at; (at = text.find(' ')) != std::string::npos;) text.replace(at, 1, "\xC4\xA0");
+        CHECK(spelled == text);
+    }
+}
+
+TEST_CASE("tokenizer.model (SentencePiece protobuf) embeds the llama vocabulary and generates the same text",
+          "[convert][tokenizer][safetensors]") {
+    test::TempDir dir;
+    const auto folder = test::fixtures_dir() / "safetensors" / "stories260K_hf";
+    const auto out = convert(dir, folder);
+    const GgufFile f = GgufFile::open(out);
+    const auto shared_model = test::shared_models_dir() / "stories260K.gguf";
+    const GgufFile original = GgufFile::open(shared_model);
+    CHECK(f.get_string("tokenizer.ggml.model") == "llama");
+    CHECK(strings(f, "tokenizer.ggml.tokens") == strings(original, "tokenizer.ggml.tokens"));
+    CHECK(ints(f, "tokenizer.ggml.token_type") == ints(original, "tokenizer.ggml.token_type"));
+    CHECK(*f.find("tokenizer.ggml.scores") == *original.find("tokenizer.ggml.scores"));
+    CHECK(f.get_int("tokenizer.ggml.bos_token_id") == 1);
+    CHECK(f.get_int("tokenizer.ggml.eos_token_id") == 2);
+    CHECK(f.get_int("tokenizer.ggml.unknown_token_id") == 0);
+    CHECK(f.find("tokenizer.ggml.padding_token_id") == nullptr);  // pad_id -1: none
+    const std::string args = "-p 'Once upon a time' -n 60 --temp 0 -t 2";
+    const auto converted = test::run_tool("kiln", fmt::format("-m {} {}", shell_quote(out.string()), args));
+    const auto reference = test::run_tool("kiln", fmt::format("-m {} {}", shell_quote(shared_model.string()), args));
+    INFO(converted.err);
+    REQUIRE(converted.status == 0);
+    CHECK(converted.out == reference.out);
+    CHECK(converted.out.size() > 100);
+}
+
+TEST_CASE("broken vocabularies give one clear error", "[convert][tokenizer]") {
+    Checkpoint c;
+    CharVocabulary v;
+    v.tokens = {"a", "b", "c"};
+    v.control = {false, false, false};
+    REQUIRE_ERROR(add_char_tokenizer(c, v, 4, "meta.pkl"), "the vocabulary has 3 tokens but the model's embedding has 4 rows");
+    v.tokens[1] = "bb";
+    REQUIRE_ERROR(add_char_tokenizer(c, v, 3, "meta.pkl"), "token 1 'bb' is not exactly one UTF-8 character");
+    v.tokens[1] = "\xff";
+    REQUIRE_ERROR(add_char_tokenizer(c, v, 3, "meta.pkl"), "is not exactly one UTF-8 character");
+    v.tokens[1] = "a";
+    REQUIRE_ERROR(add_char_tokenizer(c, v, 3, "meta.pkl"), "token 'a' appears twice");
+    v.tokens[1] = "<s>";
+    v.control[1] = true;  // a multi-character special token is fine
+    v.bos = 7;
+    REQUIRE_ERROR(add_char_tokenizer(c, v, 3, "meta.pkl"), "the bos token id 7 is outside the vocabulary");
+    v.bos = 1;
+    add_char_tokenizer(c, v, 3, "meta.pkl");
+    CHECK(c.metadata.size() == 5);
+
+    test::TempDir dir;
+    const auto write = [&](const std::string& name, const std::string& text) {
+        std::ofstream(dir.path() / name) << text;
+        return dir.path() / name;
+    };
+    const nlohmann::json config = {{"eos_token_id", 2}};
+    REQUIRE_ERROR(add_hf_bpe_tokenizer(c, write("wp.json", R"({"model": {"type": "WordPiece", "vocab": {}}})"), config, 3),
+                  "kiln embeds byte-level BPE (GPT-2) tokenizers");
+    REQUIRE_ERROR(add_hf_bpe_tokenizer(c, write("meta.json", R"({"model": {"type": "BPE", "vocab": {}, "merges": []},
+                                                               "pre_tokenizer": {"type": "Metaspace"}})"), config, 3),
+                  "the pre-tokenizer is not ByteLevel");
+    const std::string too_many = R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "c": 5}, "merges": []},
+                                    "pre_tokenizer": {"type": "ByteLevel"}})";
+    REQUIRE_ERROR(add_hf_bpe_tokenizer(c, write("many.json", too_many), config, 3), "token id 5 is beyond the model's 3 embedding rows");
+    REQUIRE_ERROR(add_hf_bpe_tokenizer(c, write("cut.json", too_many.substr(0, 40)), config, 3), "not valid JSON");
+    const std::string bad_eos = R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": ["a b"]},
+                                   "pre_tokenizer": {"type": "ByteLevel"}})";
+    REQUIRE_ERROR(add_hf_bpe_tokenizer(c, write("eos.json", bad_eos), config, 2), "eos_token_id 2 is not a token id below 2");
+    // Padded embedding rows become unused tokens.
+    Checkpoint padded;
+    add_hf_bpe_tokenizer(padded, write("ok.json", bad_eos), nlohmann::json::object(), 4);
+    REQUIRE(padded.metadata[2].key == "tokenizer.ggml.tokens");
+    CHECK(padded.metadata[2].value.as_array()->items.back() == GgufValue("<unused_3>"));
+
+    const auto model = test::read_file(test::fixtures_dir() / "safetensors" / "stories260K_hf" / "tokenizer.model");
+    for (size_t cut : {size_t{1}, size_t{3}, model.size() / 2, model.size() - 1}) {
+        INFO("cut at " << cut);
+        const std::string message = error_of([&] { parse_spm_model(std::span(model).first(cut), "tokenizer.model"); });
+        CHECK((message.find("runs past the end") != std::string::npos || message.find("no pieces") != std::string::npos));
+    }
+    REQUIRE_ERROR(parse_spm_model(std::as_bytes(std::span("\x0b\x00", 2)), "x.model"), "wire type 3");
+    CHECK(parse_spm_model(model, "tokenizer.model").pieces.size() == 512);
+}
