@@ -10,6 +10,8 @@
 //   dQ = scale · dS K,  dK = scale · dSᵀ Q.
 // One (sequence, head) pair is one work item: items write disjoint slices, so
 // threads never share an output row slice and the sums are in a fixed order.
+// The gradient node lists q, k, v and the mask as its own sources (not just
+// the attention node), so the planner keeps them alive until it has run.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -36,6 +38,7 @@ struct Layout {
     float scale;
     const Node *q, *k, *v, *mask;
 
+    // From a batch_attention node or its gradient node: both have q, k, v, mask in the same slots.
     Layout(const Graph& g, const Node& attention) {
         const BatchAttentionParams& p = attention.param<BatchAttentionParams>();
         heads = p.n_heads;
@@ -91,9 +94,8 @@ struct GradRows {
 
 // The plain reference: every sum in double, straight from the formulas.
 void batch_attention_grad_ref(const Graph& g, const Node& n, const ExecContext& ctx) {
-    const Node& attention = g.node(n.src[0]);
-    const Layout L(g, attention);
-    const Node& grad = g.node(n.src[1]);
+    const Layout L(g, n);
+    const Node& grad = g.node(n.src[kGrad]);
     const GradRows out{n, L};
     const int64_t T = L.q_len, S = L.kv_len, D = L.head_dim;
     std::vector<double> P(static_cast<size_t>(T * S)), dS(static_cast<size_t>(T * S));
@@ -167,9 +169,8 @@ void axpy(float a, const float* x, float* y, int64_t n) {
 // The fast path: float dot products in SIMD lanes, masked keys skipped (their
 // probability is exactly 0), products as axpy rows over head_dim.
 void batch_attention_grad_fast(const Graph& g, const Node& n, const ExecContext& ctx) {
-    const Node& attention = g.node(n.src[0]);
-    const Layout L(g, attention);
-    const Node& grad = g.node(n.src[1]);
+    const Layout L(g, n);
+    const Node& grad = g.node(n.src[kGrad]);
     const GradRows out{n, L};
     const int64_t T = L.q_len, S = L.kv_len, D = L.head_dim;
     float* P = ctx.scratch;
@@ -229,7 +230,7 @@ void batch_attention_grad_fast(const Graph& g, const Node& n, const ExecContext&
 }
 
 size_t grad_scratch(const Graph& g, const Node& n) {
-    const Layout L(g, g.node(n.src[0]));
+    const Layout L(g, n);
     return static_cast<size_t>(2 * L.q_len * L.kv_len);
 }
 
@@ -287,7 +288,8 @@ NodeId batch_attention_grad(Graph& g, NodeId attention, NodeId grad) {
     if (!(g.node(grad).shape == a.shape))
         shape_error(op, "gradient {} does not match the output {}", g.node(grad).shape.str(), a.shape.str());
     const int64_t rows = a.shape.rows() + 2 * g.node(a.src[kKeys]).shape.rows();
-    return g.add(op, DType::F32, Shape::of({a.shape.ne[0], rows}), {attention, grad});
+    return g.add(op, DType::F32, Shape::of({a.shape.ne[0], rows}),
+                 {a.src[kQuery], a.src[kKeys], a.src[kValues], a.src[kMask], grad}, a.params);
 }
 
 }  // namespace ops

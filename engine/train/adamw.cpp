@@ -9,7 +9,7 @@ namespace kiln::train {
 AdamW::AdamW(size_t size, AdamWOptions options) : options_(options), m_(size, 0.0f), v_(size, 0.0f) {}
 
 void AdamW::update(ThreadPool& pool, std::span<float> params, std::span<const float> grads,
-                   std::span<const ParamSegment> segments, double lr, int64_t step) {
+                      std::span<const ParamSegment> segments, double lr, int64_t step, float grad_scale) {
     if (params.size() != m_.size() || grads.size() != m_.size())
         fail("adamw", "{} parameters and {} gradients for an optimizer of {}", params.size(), grads.size(), m_.size());
     const AdamWOptions o = options_;
@@ -28,9 +28,10 @@ void AdamW::update(ThreadPool& pool, std::span<float> params, std::span<const fl
             float* v = v_.data() + s.offset;
             const float keep = s.decay ? decay : 1.0f;
             for (int64_t i = b; i < e; ++i) {
+                const float gi = grad_scale == 1.0f ? g[i] : g[i] * grad_scale;
                 p[i] *= keep;
-                m[i] = o.beta1 * m[i] + (1.0f - o.beta1) * g[i];
-                v[i] = o.beta2 * v[i] + (1.0f - o.beta2) * g[i] * g[i];
+                m[i] = o.beta1 * m[i] + (1.0f - o.beta1) * gi;
+                v[i] = o.beta2 * v[i] + (1.0f - o.beta2) * gi * gi;
                 const float denom = std::sqrt(v[i]) / bias2_sqrt + o.eps;
                 p[i] -= step_size * (m[i] / denom);
             }

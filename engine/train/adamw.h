@@ -31,9 +31,11 @@ class AdamW {
 public:
     AdamW(size_t size, AdamWOptions options);
 
-    // One update; `step` counts from 1 (the bias correction's t).
+    // One update with the gradients times grad_scale (the clipping factor, as
+    // torch multiplies the gradients in place before the step); `step` counts
+    // from 1 (the bias correction's t).
     void update(ThreadPool& pool, std::span<float> params, std::span<const float> grads,
-                std::span<const ParamSegment> segments, double lr, int64_t step);
+                std::span<const ParamSegment> segments, double lr, int64_t step, float grad_scale = 1.0f);
 
     std::vector<float>& m() noexcept { return m_; }
     std::vector<float>& v() noexcept { return v_; }

@@ -1,6 +1,7 @@
 #include "engine/train/gpt_trainer.h"
 
 #include <cmath>
+#include <algorithm>
 #include <cstring>
 
 #include "engine/core/error.h"
@@ -38,9 +39,8 @@ TrainingState GptTrainer::training_state() const {
     return TrainingState{step_, rng_.state(), adam_->m(), adam_->v()};
 }
 
-void GptTrainer::run_micro_batch(const std::vector<int32_t>& train, int64_t micro, bool first) {
+void GptTrainer::run_micro_batch(int64_t micro, bool first) {
     GptGraph& G = *train_graph_;
-    sample_windows(train, G.batch, G.context, rng_, G.token_data(), G.target_data());
     G.set_dropout_seed(options_.seed * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(step_ * options_.accumulation + micro));
     train_exec_->run(pool_);
     // Gradient nodes are graph outputs; gather them into the flat buffer.
@@ -58,24 +58,44 @@ void GptTrainer::run_micro_batch(const std::vector<int32_t>& train, int64_t micr
 }
 
 StepResult GptTrainer::step(const std::vector<int32_t>& train) {
-    StepResult r;
     double loss_sum = 0.0;
+    GptGraph& G = *train_graph_;
     for (int64_t micro = 0; micro < options_.accumulation; ++micro) {
-        run_micro_batch(train, micro, micro == 0);
-        loss_sum += train_graph_->loss_value();
+        sample_windows(train, G.batch, G.context, rng_, G.token_data(), G.target_data());
+        run_micro_batch(micro, micro == 0);
+        loss_sum += G.loss_value();
     }
+    return finish_step(loss_sum);
+}
+
+StepResult GptTrainer::step_on(const std::vector<int32_t>& tokens, const std::vector<int32_t>& targets) {
+    GptGraph& G = *train_graph_;
+    const auto n = static_cast<size_t>(G.batch * G.context);
+    if (options_.accumulation != 1) fail("train", "a given batch is one micro-batch: accumulation must be 1");
+    if (tokens.size() != n || targets.size() != n)
+        fail("train", "{} tokens and {} targets for a batch of {}", tokens.size(), targets.size(), n);
+    std::copy(tokens.begin(), tokens.end(), G.token_data());
+    std::copy(targets.begin(), targets.end(), G.target_data());
+    run_micro_batch(0, true);
+    return finish_step(G.loss_value());
+}
+
+StepResult GptTrainer::finish_step(double loss_sum) {
+    StepResult r;
     r.loss = loss_sum / static_cast<double>(options_.accumulation);
     if (options_.accumulation > 1) scale_in_place(pool_, grads_, 1.0f / static_cast<float>(options_.accumulation));
     r.grad_norm = global_norm(pool_, grads_);
     if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm))
         fail("train", "step {}: the loss is {} (gradient norm {}); stopping before the parameters change", step_ + 1,
              r.loss, r.grad_norm);
-    // As torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is below 1.
+    // As torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when
+    // that is below 1 (applied inside the update; grads_ keep the raw values).
+    float clip = 1.0f;
     if (const double coef = options_.grad_clip / (r.grad_norm + 1e-6); options_.grad_clip > 0.0f && coef < 1.0)
-        scale_in_place(pool_, grads_, static_cast<float>(coef));
+        clip = static_cast<float>(coef);
     r.lr = options_.schedule.at(step_);
     const std::vector<ParamSegment> segments = model_->segments();
-    adam_->update(pool_, model_->data(), grads_, segments, r.lr, step_ + 1);
+    adam_->update(pool_, model_->data(), grads_, segments, r.lr, step_ + 1, clip);
     ++step_;
     return r;
 }

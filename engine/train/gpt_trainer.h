@@ -46,6 +46,9 @@ public:
     // One optimizer step over `train` data. A non-finite loss or gradient norm
     // throws kiln::Error("train") before the parameters are touched.
     StepResult step(const std::vector<int32_t>& train);
+    // One optimizer step on a given batch (batch × context tokens and targets;
+    // targets of -1 are ignored). Only without accumulation.
+    StepResult step_on(const std::vector<int32_t>& tokens, const std::vector<int32_t>& targets);
 
     // Mean loss over `batches` windows of `data`, drawn from a generator seeded
     // by (seed, step), so evaluation never disturbs the training batches.
@@ -55,12 +58,14 @@ public:
     GptModel& model() noexcept { return *model_; }
     TrainingState training_state() const;
     const TrainOptions& options() const noexcept { return options_; }
-    // Gradients of the last step's last micro-batch sum, flat like the model
-    // (before clipping, averaged over micro-batches).
+    // The last step's gradients, flat like the model: averaged over the
+    // micro-batches, before clipping.
     const std::vector<float>& gradients() const noexcept { return grads_; }
 
 private:
-    void run_micro_batch(const std::vector<int32_t>& train, int64_t micro, bool first);
+    // Runs the training graph on the batch in its inputs; adds the gradients up.
+    void run_micro_batch(int64_t micro, bool first);
+    StepResult finish_step(double loss_sum);
 
     TrainOptions options_;
     ThreadPool& pool_;
