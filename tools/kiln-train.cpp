@@ -201,7 +201,10 @@ int run(Options o) {
             r = trainer.step(corpus.train);
         } catch (const Error& e) {
             if (tty) fmt::print(stderr, "\n");
-            fail("train", "{}. The last good checkpoint is {} (step {}).", e.what(), o.checkpoint, last_checkpoint);
+            // e.what() already starts with "[train]".
+            throw Error(e.component(), fmt::format("{}. The last good checkpoint is {} (step {}).",
+                                                   std::string_view(e.what()).substr(e.component().size() + 3),
+                                                   o.checkpoint, last_checkpoint));
         }
         const auto t1 = std::chrono::steady_clock::now();
         const double seconds = std::chrono::duration<double>(t1 - t0).count();

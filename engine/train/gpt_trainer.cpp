@@ -85,9 +85,10 @@ StepResult GptTrainer::finish_step(double loss_sum) {
     r.loss = loss_sum / static_cast<double>(options_.accumulation);
     if (options_.accumulation > 1) scale_in_place(pool_, grads_, 1.0f / static_cast<float>(options_.accumulation));
     r.grad_norm = global_norm(pool_, grads_);
+    const auto show = [](double x) { return std::isnan(x) ? std::string("nan") : fmt::format("{}", x); };
     if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm))
         fail("train", "step {}: the loss is {} (gradient norm {}); stopping before the parameters change", step_ + 1,
-             r.loss, r.grad_norm);
+             show(r.loss), show(r.grad_norm));
     // As torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when
     // that is below 1 (applied inside the update; grads_ keep the raw values).
     float clip = 1.0f;
