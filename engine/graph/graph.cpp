@@ -226,6 +226,25 @@ const char* op_name(OpKind op) noexcept {
         case OpKind::Rope: return "rope";
         case OpKind::StoreKV: return "store_kv";
         case OpKind::Attention: return "attention";
+        case OpKind::Transpose: return "transpose";
+        case OpKind::SumRows: return "sum_rows";
+        case OpKind::GetRowsGrad: return "get_rows_grad";
+        case OpKind::PadRows: return "pad_rows";
+        case OpKind::SliceColumns: return "slice_columns";
+        case OpKind::PadColumns: return "pad_columns";
+        case OpKind::ReluGrad: return "relu_grad";
+        case OpKind::GeluTanhGrad: return "gelu_grad";
+        case OpKind::GeluErf: return "gelu_erf";
+        case OpKind::GeluErfGrad: return "gelu_erf_grad";
+        case OpKind::LayerNormGrad: return "layer_norm_grad";
+        case OpKind::SoftmaxGrad: return "softmax_grad";
+        case OpKind::CrossEntropyRows: return "cross_entropy_rows";
+        case OpKind::CrossEntropyRowsGrad: return "cross_entropy_rows_grad";
+        case OpKind::MeanLoss: return "mean_loss";
+        case OpKind::MeanLossGrad: return "mean_loss_grad";
+        case OpKind::Dropout: return "dropout";
+        case OpKind::BatchAttention: return "batch_attention";
+        case OpKind::BatchAttentionGrad: return "batch_attention_grad";
         case OpKind::Count: break;
     }
     return "?";

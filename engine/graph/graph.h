@@ -58,6 +58,26 @@ enum class OpKind : uint8_t {
     Rope,
     StoreKV,
     Attention,
+    // training: backward kernels and ops only a training graph uses
+    Transpose,          // [a, b] -> [b, a]
+    SumRows,            // [n, rows] -> [n]: column sums (gradient of a broadcast row)
+    GetRowsGrad,        // scatter-add of row gradients into a table-shaped gradient
+    PadRows,            // gradient of take_rows: rows placed at `first`, zeros elsewhere
+    SliceColumns,       // columns [first, first + count) of every row
+    PadColumns,         // gradient of slice_columns
+    ReluGrad,
+    GeluTanhGrad,
+    GeluErf,            // exact GELU, 0.5 x (1 + erf(x / sqrt 2))
+    GeluErfGrad,
+    LayerNormGrad,      // dx of layer_norm
+    SoftmaxGrad,
+    CrossEntropyRows,   // per-row -log softmax(logits)[target]
+    CrossEntropyRowsGrad,
+    MeanLoss,           // mean of the per-row losses over non-ignored targets
+    MeanLossGrad,
+    Dropout,
+    BatchAttention,     // attention over B sequences of rows (training)
+    BatchAttentionGrad,
     Count,
 };
 
@@ -79,7 +99,19 @@ struct AttentionParams {
     int64_t n_heads, n_kv_heads, head_dim;
     float scale;
 };
-using OpParams = std::variant<NoParams, NormParams, ScaleParams, RowsParams, RopeParams, AttentionParams>;
+struct LossParams {
+    int32_t ignore_index;  // targets equal to it do not count (padding); any negative value ignores nothing else
+};
+struct DropoutParams {
+    float p;  // probability of dropping an element
+};
+struct BatchAttentionParams {
+    int64_t n_heads, head_dim, batch;
+    bool causal;
+    float scale;
+};
+using OpParams = std::variant<NoParams, NormParams, ScaleParams, RowsParams, RopeParams, AttentionParams, LossParams,
+                              DropoutParams, BatchAttentionParams>;
 
 struct Node {
     OpKind op = OpKind::Input;

@@ -42,6 +42,21 @@ void ref_matmul(const Graph& g, const Node& n, const ExecContext& ctx) {
     multiply(g, n, ctx, kernels::scalar_matmul_kernels());
 }
 
+// Y = X · Wᵀ (rows of Y are tokens): dX = dY · W and dW = dYᵀ · X. The engine's
+// GEMM multiplies two row-major operands along their rows, so both products
+// run on transposed copies (cheap next to the products): dX = matmul(Wᵀ, dY),
+// dW = matmul(Xᵀ, dYᵀ). Only F32 weights and activations are differentiable.
+Sources matmul_backward(Graph& g, NodeId node, NodeId grad, const SourceMask& wanted) {
+    const Node& n = g.node(node);
+    const NodeId w = n.src[0], x = n.src[1];
+    if (g.node(w).type != DType::F32 || g.node(x).type != DType::F32)
+        fail("autodiff", "matmul: gradients need F32 weights, got {}", dtype_name(g.node(w).type));
+    Sources out = ops::detail::no_gradients();
+    if (wanted[0]) out[0] = ops::matmul(g, ops::transpose(g, x), ops::transpose(g, grad));
+    if (wanted[1]) out[1] = ops::matmul(g, ops::transpose(g, w), grad);
+    return out;
+}
+
 }  // namespace
 
 namespace ops {
@@ -69,7 +84,7 @@ NodeId matmul(Graph& g, NodeId w, NodeId x) {
 
 namespace ops::defs {
 extern const OpDef kPrepare{OpKind::PrepareActivations, run_prepare, ref_prepare};
-extern const OpDef kMatMul{OpKind::MatMul, run_matmul, ref_matmul};
+extern const OpDef kMatMul{OpKind::MatMul, run_matmul, ref_matmul, nullptr, matmul_backward};
 }  // namespace ops::defs
 
 }  // namespace kiln

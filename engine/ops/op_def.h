@@ -3,6 +3,7 @@
 // is tested against, and the per-thread scratch it needs. Each op file defines
 // its OpDef beside its builder function; registry.cpp lists them in one table.
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <utility>
 
@@ -22,11 +23,21 @@ struct ExecContext {
 
 using ForwardFn = void (*)(const Graph& g, const Node& node, const ExecContext& ctx);
 
+// Which sources of a node need a gradient (by source slot).
+using SourceMask = std::array<bool, kMaxSources>;
+// The backward rule of an op: appends to g the nodes that compute, from `grad`
+// (the gradient of the node's output, shaped like it), the gradient of every
+// source slot marked in `wanted`, and returns them by slot (kNoNode for slots
+// not wanted or not differentiable, such as token ids). Rules are written in
+// graph ops, so the backward pass runs on the same executor as the forward.
+using BackwardFn = Sources (*)(Graph& g, NodeId node, NodeId grad, const SourceMask& wanted);
+
 struct OpDef {
     OpKind kind;
     ForwardFn forward;
     ForwardFn reference;
     size_t (*scratch_floats)(const Graph& g, const Node& node) = nullptr;
+    BackwardFn backward = nullptr;  // null: the op cannot be differentiated
 };
 
 const OpDef& op_def(OpKind kind);
@@ -50,6 +61,9 @@ inline std::pair<int64_t, int64_t> my_rows(int64_t rows, const ExecContext& ctx)
     const int64_t begin = ctx.ith * base + std::min<int64_t>(ctx.ith, extra);
     return {begin, begin + base + (ctx.ith < extra ? 1 : 0)};
 }
+
+// Sources with no gradient.
+inline Sources no_gradients() { return {kNoNode, kNoNode, kNoNode, kNoNode, kNoNode}; }
 
 }  // namespace ops::detail
 

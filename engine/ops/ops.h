@@ -42,4 +42,57 @@ NodeId store_kv(Graph& g, NodeId cache, NodeId x, NodeId positions);
 NodeId attention(Graph& g, NodeId q, NodeId k_cache, NodeId v_cache, NodeId positions, NodeId mask, int64_t n_heads,
                  int64_t n_kv_heads, int64_t head_dim);
 
+// ---- Training: ops a training graph adds, most of them backward kernels. ----
+
+// F32 [a, b] -> [b, a].
+NodeId transpose(Graph& g, NodeId x);
+// Column sums of F32 [n, rows] -> [n]: the gradient of a row broadcast by add/mul.
+NodeId sum_rows(Graph& g, NodeId x);
+// Gradient of get_rows: row r of grad [ne0, n] is added into row ids[r] of a
+// [ne0, table_rows] result that is zero elsewhere (ids out of range add nothing).
+NodeId get_rows_grad(Graph& g, NodeId grad, NodeId ids, int64_t table_rows);
+// x [ne0, count] placed at rows [first, first + count) of a [ne0, total] result, zeros elsewhere.
+NodeId pad_rows(Graph& g, NodeId x, int64_t first, int64_t total);
+// Columns [first, first + count) of every row of F32 x.
+NodeId slice_columns(Graph& g, NodeId x, int64_t first, int64_t count);
+// x [count, rows] placed at columns [first, first + count) of a [total, rows] result, zeros elsewhere.
+NodeId pad_columns(Graph& g, NodeId x, int64_t first, int64_t total);
+
+// Element-wise gradients: grad * f'(x).
+NodeId relu_grad(Graph& g, NodeId x, NodeId grad);
+NodeId gelu_grad(Graph& g, NodeId x, NodeId grad);  // tanh form
+NodeId gelu_erf(Graph& g, NodeId x);               // exact GELU, as torch.nn.functional.gelu
+NodeId gelu_erf_grad(Graph& g, NodeId x, NodeId grad);
+
+// dx of layer_norm(x, weight, any bias, eps); weight may be kNoNode.
+NodeId layer_norm_grad(Graph& g, NodeId x, NodeId weight, NodeId grad, float eps);
+// dx of y = softmax(x), from y itself: y * (grad - Σ grad·y).
+NodeId softmax_grad(Graph& g, NodeId y, NodeId grad);
+
+// Mean cross-entropy of logits [V, n] against I32 targets [n] -> [1], computed
+// as a stable log-softmax per row. Targets equal to ignore_index (padding) do
+// not count; with no counted target the loss is 0.
+NodeId cross_entropy(Graph& g, NodeId logits, NodeId targets, int32_t ignore_index = -1);
+// Its parts: per-row losses [n] (0 where ignored), their mean over counted rows, and gradients.
+NodeId cross_entropy_rows(Graph& g, NodeId logits, NodeId targets, int32_t ignore_index);
+NodeId cross_entropy_rows_grad(Graph& g, NodeId logits, NodeId targets, NodeId row_grads, int32_t ignore_index);
+NodeId mean_loss(Graph& g, NodeId row_losses, NodeId targets, int32_t ignore_index);
+NodeId mean_loss_grad(Graph& g, NodeId grad, NodeId targets, int32_t ignore_index);
+
+// Inverted dropout: each element is zeroed with probability p, the rest scaled
+// by 1 / (1 - p). The mask is a hash of the I32 seed input [2] (fill it before
+// each run) and the element's index, so it does not depend on threads, and the
+// backward pass reproduces it. p = 0 is the identity.
+NodeId dropout(Graph& g, NodeId x, NodeId seed, float p);
+
+// Attention over `batch` independent sequences: q [n_heads * head_dim, batch * q_len],
+// k and v [n_heads * head_dim, batch * kv_len] (sequence b is rows b*len ..).
+// Causal: query i sees keys 0..i (q_len == kv_len). key_mask (optional, I8
+// [kv_len, batch]): keys with 0 are not attended (padding). Scale 1/sqrt(head_dim).
+NodeId batch_attention(Graph& g, NodeId q, NodeId k, NodeId v, NodeId key_mask, int64_t n_heads, int64_t head_dim,
+                       int64_t batch, bool causal);
+// Gradients of a batch_attention node: dq, dk, dv stacked as rows
+// [d, batch * q_len + 2 * batch * kv_len] (take_rows splits them).
+NodeId batch_attention_grad(Graph& g, NodeId attention, NodeId grad);
+
 }  // namespace kiln::ops

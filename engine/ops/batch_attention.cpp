@@ -1,0 +1,304 @@
+// Attention for training: `batch` independent sequences laid out as rows
+// [n_heads * head_dim, batch * len], causal (decoder self-attention) or not
+// (encoder self-attention, cross-attention with its own key length), with an
+// optional key padding mask, and its backward kernel.
+//
+// The backward pass recomputes the attention probabilities P of each
+// (sequence, head) instead of storing them (they would be the largest tensors
+// of a training graph), then with dO the output gradient:
+//   dV = Pᵀ dO,  dP = dO Vᵀ,  dS = P ⊙ (dP - rowsum(P ⊙ dP)),
+//   dQ = scale · dS K,  dK = scale · dSᵀ Q.
+// One (sequence, head) pair is one work item: items write disjoint slices, so
+// threads never share an output row slice and the sums are in a fixed order.
+// The gradient node lists q, k, v and the mask as its own sources (not just
+// the attention node), so the planner keeps them alive until it has run.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "engine/kernels/attention.h"
+#include "engine/kernels/simd.h"
+#include "engine/ops/op_def.h"
+#include "engine/ops/ops.h"
+
+namespace kiln {
+namespace {
+
+using ops::detail::my_rows;
+using ops::detail::require_type;
+using ops::detail::shape_error;
+
+enum Source { kQuery = 0, kKeys = 1, kValues = 2, kMask = 3, kGrad = 4 };
+
+struct Layout {
+    int64_t heads, head_dim, batch, q_len, kv_len;
+    bool causal;
+    float scale;
+    const Node *q, *k, *v, *mask;
+
+    // From a batch_attention node or its gradient node: both have q, k, v, mask in the same slots.
+    Layout(const Graph& g, const Node& attention) {
+        const BatchAttentionParams& p = attention.param<BatchAttentionParams>();
+        heads = p.n_heads;
+        head_dim = p.head_dim;
+        batch = p.batch;
+        causal = p.causal;
+        scale = p.scale;
+        q = &g.node(attention.src[kQuery]);
+        k = &g.node(attention.src[kKeys]);
+        v = &g.node(attention.src[kValues]);
+        mask = attention.src[kMask] == kNoNode ? nullptr : &g.node(attention.src[kMask]);
+        q_len = q->shape.rows() / batch;
+        kv_len = k->shape.rows() / batch;
+    }
+    const float* q_at(int64_t b, int64_t i, int64_t h) const { return q->row(b * q_len + i) + h * head_dim; }
+    const float* k_at(int64_t b, int64_t j, int64_t h) const { return k->row(b * kv_len + j) + h * head_dim; }
+    const float* v_at(int64_t b, int64_t j, int64_t h) const { return v->row(b * kv_len + j) + h * head_dim; }
+    const uint8_t* valid(int64_t b) const { return mask == nullptr ? nullptr : mask->row<uint8_t>(b); }
+    int64_t visible(int64_t i) const { return causal ? std::min(i + 1, kv_len) : kv_len; }
+    bool allowed(int64_t b, int64_t i, int64_t j) const {
+        const uint8_t* ok = valid(b);
+        return j < visible(i) && (ok == nullptr || ok[j] != 0);
+    }
+};
+
+template <decltype(&kernels::attend) kernel>
+void run_batch_attention(const Graph& g, const Node& n, const ExecContext& ctx) {
+    const Layout L(g, n);
+    const auto [i0, i1] = my_rows(L.batch * L.q_len * L.heads, ctx);
+    for (int64_t item = i0; item < i1; ++item) {
+        const int64_t h = item % L.heads, row = item / L.heads;
+        const int64_t b = row / L.q_len, i = row % L.q_len;
+        kernel(L.q_at(b, i, h), L.k_at(b, 0, h), static_cast<size_t>(L.k->shape.ne[0]), L.v_at(b, 0, h),
+               static_cast<size_t>(L.v->shape.ne[0]), L.visible(i), L.head_dim, L.scale, L.valid(b),
+               n.row(row) + h * L.head_dim, ctx.scratch);
+    }
+}
+
+size_t forward_scratch(const Graph& g, const Node& n) { return static_cast<size_t>(Layout(g, n).kv_len); }
+
+// Output rows of the gradient node: dq, then dk, then dv.
+struct GradRows {
+    const Node& out;
+    const Layout& L;
+    float* dq(int64_t b, int64_t i, int64_t h) const { return out.row(b * L.q_len + i) + h * L.head_dim; }
+    float* dk(int64_t b, int64_t j, int64_t h) const {
+        return out.row(L.batch * L.q_len + b * L.kv_len + j) + h * L.head_dim;
+    }
+    float* dv(int64_t b, int64_t j, int64_t h) const {
+        return out.row(L.batch * (L.q_len + L.kv_len) + b * L.kv_len + j) + h * L.head_dim;
+    }
+};
+
+// The plain reference: every sum in double, straight from the formulas.
+void batch_attention_grad_ref(const Graph& g, const Node& n, const ExecContext& ctx) {
+    const Layout L(g, n);
+    const Node& grad = g.node(n.src[kGrad]);
+    const GradRows out{n, L};
+    const int64_t T = L.q_len, S = L.kv_len, D = L.head_dim;
+    std::vector<double> P(static_cast<size_t>(T * S)), dS(static_cast<size_t>(T * S));
+    const auto [i0, i1] = my_rows(L.batch * L.heads, ctx);
+    for (int64_t item = i0; item < i1; ++item) {
+        const int64_t b = item / L.heads, h = item % L.heads;
+        const auto dO = [&](int64_t i) { return grad.row(b * T + i) + h * D; };
+        for (int64_t i = 0; i < T; ++i) {
+            double max = -std::numeric_limits<double>::infinity();
+            for (int64_t j = 0; j < S; ++j) {
+                double s = -std::numeric_limits<double>::infinity();
+                if (L.allowed(b, i, j)) {
+                    s = 0.0;
+                    for (int64_t d = 0; d < D; ++d) s += static_cast<double>(L.q_at(b, i, h)[d]) * L.k_at(b, j, h)[d];
+                    s *= L.scale;
+                }
+                P[i * S + j] = s;
+                max = std::max(max, s);
+            }
+            double sum = 0.0;
+            for (int64_t j = 0; j < S; ++j) {
+                P[i * S + j] = max == -std::numeric_limits<double>::infinity() ? 0.0 : std::exp(P[i * S + j] - max);
+                sum += P[i * S + j];
+            }
+            for (int64_t j = 0; j < S; ++j) P[i * S + j] = sum > 0.0 ? P[i * S + j] / sum : 0.0;
+            double row = 0.0;
+            for (int64_t j = 0; j < S; ++j) {
+                double dp = 0.0;
+                for (int64_t d = 0; d < D; ++d) dp += static_cast<double>(dO(i)[d]) * L.v_at(b, j, h)[d];
+                dS[i * S + j] = dp;
+                row += P[i * S + j] * dp;
+            }
+            for (int64_t j = 0; j < S; ++j) dS[i * S + j] = P[i * S + j] * (dS[i * S + j] - row);
+        }
+        for (int64_t i = 0; i < T; ++i)
+            for (int64_t d = 0; d < D; ++d) {
+                double s = 0.0;
+                for (int64_t j = 0; j < S; ++j) s += dS[i * S + j] * L.k_at(b, j, h)[d];
+                out.dq(b, i, h)[d] = static_cast<float>(s * L.scale);
+            }
+        for (int64_t j = 0; j < S; ++j)
+            for (int64_t d = 0; d < D; ++d) {
+                double sk = 0.0, sv = 0.0;
+                for (int64_t i = 0; i < T; ++i) {
+                    sk += dS[i * S + j] * L.q_at(b, i, h)[d];
+                    sv += P[i * S + j] * dO(i)[d];
+                }
+                out.dk(b, j, h)[d] = static_cast<float>(sk * L.scale);
+                out.dv(b, j, h)[d] = static_cast<float>(sv);
+            }
+    }
+}
+
+using batch = xsimd::batch<float>;
+constexpr int64_t kLanes = static_cast<int64_t>(batch::size);
+
+float dot(const float* a, const float* b, int64_t n) {
+    batch acc(0.0f);
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) acc = xsimd::fma(batch::load_unaligned(a + i), batch::load_unaligned(b + i), acc);
+    float s = xsimd::hadd(acc);
+    for (; i < n; ++i) s += a[i] * b[i];
+    return s;
+}
+
+// y += a x (vectorized by the compiler: no reduction).
+void axpy(float a, const float* x, float* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+// The fast path: float dot products in SIMD lanes, masked keys skipped (their
+// probability is exactly 0), products as axpy rows over head_dim.
+void batch_attention_grad_fast(const Graph& g, const Node& n, const ExecContext& ctx) {
+    const Layout L(g, n);
+    const Node& grad = g.node(n.src[kGrad]);
+    const GradRows out{n, L};
+    const int64_t T = L.q_len, S = L.kv_len, D = L.head_dim;
+    float* P = ctx.scratch;
+    float* dS = ctx.scratch + T * S;
+    const auto [i0, i1] = my_rows(L.batch * L.heads, ctx);
+    for (int64_t item = i0; item < i1; ++item) {
+        const int64_t b = item / L.heads, h = item % L.heads;
+        const uint8_t* ok = L.valid(b);
+        for (int64_t i = 0; i < T; ++i) {
+            float* p = P + i * S;
+            float* ds = dS + i * S;
+            const float* q = L.q_at(b, i, h);
+            const float* dO = grad.row(b * T + i) + h * D;
+            const int64_t visible = L.visible(i);
+            float max = -std::numeric_limits<float>::infinity();
+            for (int64_t j = 0; j < S; ++j) {
+                const bool allowed = j < visible && (ok == nullptr || ok[j] != 0);
+                p[j] = allowed ? L.scale * dot(q, L.k_at(b, j, h), D) : -std::numeric_limits<float>::infinity();
+                max = std::max(max, p[j]);
+            }
+            if (max == -std::numeric_limits<float>::infinity()) {
+                std::fill(p, p + S, 0.0f);
+                std::fill(ds, ds + S, 0.0f);
+                continue;
+            }
+            float sum = 0.0f;
+            for (int64_t j = 0; j < S; ++j) {
+                p[j] = std::exp(p[j] - max);
+                sum += p[j];
+            }
+            const float inv = 1.0f / sum;
+            float row = 0.0f;
+            for (int64_t j = 0; j < S; ++j) {
+                p[j] *= inv;
+                ds[j] = p[j] == 0.0f ? 0.0f : dot(dO, L.v_at(b, j, h), D);
+                row += p[j] * ds[j];
+            }
+            for (int64_t j = 0; j < S; ++j) ds[j] = p[j] * (ds[j] - row) * L.scale;
+        }
+        for (int64_t i = 0; i < T; ++i) {
+            float* dq = out.dq(b, i, h);
+            std::fill(dq, dq + D, 0.0f);
+            for (int64_t j = 0; j < S; ++j)
+                if (dS[i * S + j] != 0.0f) axpy(dS[i * S + j], L.k_at(b, j, h), dq, D);
+        }
+        for (int64_t j = 0; j < S; ++j) {
+            float* dk = out.dk(b, j, h);
+            float* dv = out.dv(b, j, h);
+            std::fill(dk, dk + D, 0.0f);
+            std::fill(dv, dv + D, 0.0f);
+            for (int64_t i = 0; i < T; ++i) {
+                if (dS[i * S + j] != 0.0f) axpy(dS[i * S + j], L.q_at(b, i, h), dk, D);
+                if (P[i * S + j] != 0.0f) axpy(P[i * S + j], grad.row(b * T + i) + h * D, dv, D);
+            }
+        }
+    }
+}
+
+size_t grad_scratch(const Graph& g, const Node& n) {
+    const Layout L(g, n);
+    return static_cast<size_t>(2 * L.q_len * L.kv_len);
+}
+
+Sources batch_attention_backward(Graph& g, NodeId node, NodeId grad, const SourceMask& wanted) {
+    const Node& n = g.node(node);
+    const Layout L(g, n);
+    const NodeId all = ops::batch_attention_grad(g, node, grad);
+    Sources out = ops::detail::no_gradients();
+    const int64_t q_rows = L.batch * L.q_len, kv_rows = L.batch * L.kv_len;
+    if (wanted[kQuery]) out[kQuery] = ops::take_rows(g, all, 0, q_rows);
+    if (wanted[kKeys]) out[kKeys] = ops::take_rows(g, all, q_rows, kv_rows);
+    if (wanted[kValues]) out[kValues] = ops::take_rows(g, all, q_rows + kv_rows, kv_rows);
+    return out;
+}
+
+}  // namespace
+
+namespace ops {
+
+NodeId batch_attention(Graph& g, NodeId q, NodeId k, NodeId v, NodeId key_mask, int64_t n_heads, int64_t head_dim,
+                       int64_t batch, bool causal) {
+    const OpKind op = OpKind::BatchAttention;
+    const Node& qn = g.node(q);
+    const Node& kn = g.node(k);
+    const Node& vn = g.node(v);
+    require_type(op, qn, DType::F32, "the queries");
+    require_type(op, kn, DType::F32, "the keys");
+    require_type(op, vn, DType::F32, "the values");
+    if (n_heads < 1 || head_dim < 1 || batch < 1) shape_error(op, "{} heads of {} in {} sequences", n_heads, head_dim, batch);
+    const int64_t width = n_heads * head_dim;
+    if (qn.shape.ne[0] != width || kn.shape.ne[0] != width || vn.shape.ne[0] != width)
+        shape_error(op, "q {}, k {}, v {} are not {} heads of {}", qn.shape.str(), kn.shape.str(), vn.shape.str(),
+                    n_heads, head_dim);
+    if (qn.shape.rank > 2 || kn.shape.rank > 2 || !(kn.shape == vn.shape))
+        shape_error(op, "keys {} and values {} must be matrices of one shape", kn.shape.str(), vn.shape.str());
+    if (qn.shape.rows() % batch != 0 || kn.shape.rows() % batch != 0)
+        shape_error(op, "{} query rows and {} key rows are not {} sequences", qn.shape.rows(), kn.shape.rows(), batch);
+    const int64_t q_len = qn.shape.rows() / batch, kv_len = kn.shape.rows() / batch;
+    if (causal && q_len != kv_len) shape_error(op, "causal attention needs as many keys ({}) as queries ({})", kv_len, q_len);
+    if (key_mask != kNoNode) {
+        const Node& m = g.node(key_mask);
+        require_type(op, m, DType::I8, "the key mask");
+        if (m.shape.ne[0] != kv_len || m.shape.rows() != batch)
+            shape_error(op, "key mask {} is not [{}, {}]", m.shape.str(), kv_len, batch);
+    }
+    const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+    return g.add(op, DType::F32, qn.shape, {q, k, v, key_mask}, BatchAttentionParams{n_heads, head_dim, batch, causal, scale});
+}
+
+NodeId batch_attention_grad(Graph& g, NodeId attention, NodeId grad) {
+    const OpKind op = OpKind::BatchAttentionGrad;
+    const Node& a = g.node(attention);
+    if (a.op != OpKind::BatchAttention) shape_error(op, "the first source must be a batch_attention node");
+    require_type(op, g.node(grad), DType::F32, "the gradient");
+    if (!(g.node(grad).shape == a.shape))
+        shape_error(op, "gradient {} does not match the output {}", g.node(grad).shape.str(), a.shape.str());
+    const int64_t rows = a.shape.rows() + 2 * g.node(a.src[kKeys]).shape.rows();
+    return g.add(op, DType::F32, Shape::of({a.shape.ne[0], rows}),
+                 {a.src[kQuery], a.src[kKeys], a.src[kValues], a.src[kMask], grad}, a.params);
+}
+
+}  // namespace ops
+
+namespace ops::defs {
+extern const OpDef kBatchAttention{OpKind::BatchAttention, run_batch_attention<kernels::attend>,
+                                   run_batch_attention<kernels::ref::attend>, forward_scratch, batch_attention_backward};
+extern const OpDef kBatchAttentionGrad{OpKind::BatchAttentionGrad, batch_attention_grad_fast, batch_attention_grad_ref,
+                                       grad_scratch};
+}  // namespace ops::defs
+
+}  // namespace kiln

@@ -1,0 +1,47 @@
+#pragma once
+// A character-level corpus: the vocabulary is every distinct character of the
+// text (UTF-8), sorted by code point, as the "char" tokenizer of CONTRACTS §3
+// stores it; the encoded text is split 90/10 into training and validation
+// parts, and batches are random windows drawn with a seeded generator.
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/train/rng.h"
+
+namespace kiln::train {
+
+class CharVocabulary {
+public:
+    // Every distinct character of `text`; kiln::Error for invalid UTF-8 or an empty text.
+    static CharVocabulary from_text(std::string_view text);
+    explicit CharVocabulary(std::vector<std::string> tokens);
+
+    // Token ids of every character; kiln::Error for a character not in the vocabulary.
+    std::vector<int32_t> encode(std::string_view text) const;
+    std::string decode(const std::vector<int32_t>& ids) const;
+    const std::vector<std::string>& tokens() const noexcept { return tokens_; }
+    size_t size() const noexcept { return tokens_.size(); }
+
+private:
+    std::vector<std::string> tokens_;  // each one UTF-8 character, sorted by code point
+};
+
+struct CharCorpus {
+    CharVocabulary vocabulary;
+    std::vector<int32_t> train, validation;
+
+    // The first 90% of the tokens train, the rest validate. kiln::Error when
+    // either part is too short for one window of `context` + 1 tokens.
+    static CharCorpus from_text(std::string_view text, int64_t context, double train_fraction = 0.9);
+    static CharCorpus from_text(std::string_view text, CharVocabulary vocabulary, int64_t context,
+                                double train_fraction = 0.9);
+};
+
+// `batch` windows of `context` tokens starting at random offsets of `data`:
+// inputs[b * context + t] = data[s_b + t], targets = the next token.
+void sample_windows(const std::vector<int32_t>& data, int64_t batch, int64_t context, Rng& rng, int32_t* inputs,
+                    int32_t* targets);
+
+}  // namespace kiln::train

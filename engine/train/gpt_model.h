@@ -1,0 +1,87 @@
+#pragma once
+// A trainable GPT in the gpt2 layout of CONTRACTS §1 (pre-LN blocks, learned
+// positions, GELU tanh, optional biases, tied head): every parameter lives in
+// one flat F32 buffer under its GGUF name and ggml shape, so the optimizer
+// walks one array and export copies tensors out as they are.
+//
+// The training graph runs `batch` sequences of `context` tokens as rows
+// [width, batch * context] through the engine's ops, ends in the mean
+// cross-entropy, and (for training) carries the backward pass to every parameter.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/graph/graph.h"
+#include "engine/train/adamw.h"
+#include "engine/train/rng.h"
+
+namespace kiln::train {
+
+struct GptConfig {
+    int64_t vocab = 0;
+    int64_t context = 64;   // positions (n_ctx)
+    int64_t width = 128;    // d
+    int64_t layers = 4;
+    int64_t heads = 4;
+    int64_t ffn = 512;      // f, 4 d by default
+    bool bias = false;      // nanoGPT's bias=False: no bias tensors
+    float eps = 1e-5f;
+
+    // kiln::Error for sizes that do not fit (width not divisible by heads, ...).
+    void validate() const;
+};
+
+struct ParamTensor {
+    std::string name;             // GGUF name, e.g. "blk.0.attn_qkv.weight"
+    std::vector<uint64_t> dims;   // ggml order
+    ParamSegment segment;         // place in the flat buffer; decay: weight decay applies
+    bool is_matrix() const noexcept { return dims.size() == 2; }
+};
+
+class GptModel {
+public:
+    explicit GptModel(GptConfig config, bool decay_embeddings = false);
+
+    // nanoGPT's initialization: weights and embeddings N(0, 0.02), the two
+    // projections into the residual stream N(0, 0.02 / sqrt(2 layers)),
+    // norms 1, biases 0.
+    void initialize(Rng& rng);
+
+    const GptConfig& config() const noexcept { return config_; }
+    const std::vector<ParamTensor>& tensors() const noexcept { return tensors_; }
+    std::vector<ParamSegment> segments() const;
+    std::vector<float>& data() noexcept { return data_; }
+    const std::vector<float>& data() const noexcept { return data_; }
+    float* tensor(const std::string& name);
+    const ParamTensor* find(const std::string& name) const;
+
+private:
+    void add(std::string name, std::vector<uint64_t> dims, bool decay);
+
+    GptConfig config_;
+    std::vector<ParamTensor> tensors_;
+    std::vector<float> data_;
+};
+
+// A planned graph over a model's parameters with its input and output nodes.
+struct GptGraph {
+    Graph graph;
+    int64_t batch = 0, context = 0;
+    NodeId tokens = kNoNode, positions = kNoNode, targets = kNoNode, dropout_seed = kNoNode;
+    NodeId logits = kNoNode, loss = kNoNode;
+    std::vector<NodeId> params;  // per model tensor, in order
+    std::vector<NodeId> grads;   // per model tensor (training graphs only)
+
+    int32_t* token_data() { return graph.node(tokens).row<int32_t>(0); }
+    int32_t* target_data() { return graph.node(targets).row<int32_t>(0); }
+    // Writes the dropout seed input (ignored when the graph has no dropout).
+    void set_dropout_seed(uint64_t seed);
+    float loss_value() const { return *graph.node(loss).row(0); }
+};
+
+// Builds (and plans) the graph. training: with dropout (p > 0) and the backward pass.
+std::unique_ptr<GptGraph> build_gpt_graph(GptModel& model, int64_t batch, int64_t context, bool training,
+                                          float dropout);
+
+}  // namespace kiln::train

@@ -1,0 +1,31 @@
+#pragma once
+// The trainer's record: one row per optimizer step, written as CSV and drawn
+// as an SVG loss curve next to the model. Both files are rewritten whole
+// (atomically) each time, so they are always complete.
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <vector>
+
+namespace kiln::train {
+
+struct LogRow {
+    int64_t step = 0;  // 1-based: the row of optimizer step `step`
+    double loss = 0.0, lr = 0.0, grad_norm = 0.0, tokens_per_s = 0.0;
+    std::optional<double> eval_train, eval_val;  // when evaluated after this step
+};
+
+class TrainLog {
+public:
+    std::vector<LogRow>& rows() noexcept { return rows_; }
+    void write_csv(const std::filesystem::path& path) const;
+    void write_svg(const std::filesystem::path& path) const;
+    // Rows of an earlier CSV up to and including `last_step` (for --resume);
+    // a missing file gives no rows, a malformed one kiln::Error.
+    static TrainLog read_csv(const std::filesystem::path& path, int64_t last_step);
+
+private:
+    std::vector<LogRow> rows_;
+};
+
+}  // namespace kiln::train

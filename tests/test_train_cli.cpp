@@ -1,0 +1,165 @@
+// kiln-train as a user runs it: resuming reproduces an uninterrupted run bit
+// for bit, the files it writes, and clear errors for bad input.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "engine/train/gpt_gguf.h"
+#include "formats/gguf/gguf_file.h"
+#include "support/paths.h"
+#include "support/run_tool.h"
+
+using namespace kiln;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string slurp(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+void write(const fs::path& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
+
+struct TempDir {
+    fs::path path;
+    explicit TempDir(const std::string& name) : path(fs::temp_directory_path() / name) {
+        fs::remove_all(path);
+        fs::create_directories(path);
+    }
+    ~TempDir() { fs::remove_all(path); }
+};
+
+// A small model and text so that a run takes a fraction of a second.
+const std::string kSmall = "--layers 1 --heads 2 --width 16 --context 16 --batch 3 --warmup 2 --decay-iters 8 "
+                           "--eval-interval 4 --eval-batches 2 -t 2 --dropout 0.1";
+
+fs::path small_text(const TempDir& dir) {
+    const std::string all = slurp(test::shared_dir() / "data" / "tinyshakespeare.txt");
+    REQUIRE(all.size() > 20000);
+    const fs::path p = dir.path / "text.txt";
+    write(p, all.substr(0, 20000));
+    return p;
+}
+
+// The CSV without the timing column (tokens/s), which differs between runs.
+std::string losses_of(const fs::path& csv) {
+    std::istringstream in(slurp(csv));
+    std::string line, out;
+    while (std::getline(in, line)) {
+        std::vector<std::string> cells;
+        std::stringstream ss(line);
+        std::string c;
+        while (std::getline(ss, c, ',')) cells.push_back(c);
+        if (cells.size() > 4) cells[4] = "";
+        for (const auto& c2 : cells) out += c2 + ",";
+        out += "\n";
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("kiln-train: 8 steps equal 4 steps, --resume, 4 more", "[train][cli]") {
+    TempDir dir("kiln-train-resume");
+    const fs::path text = small_text(dir);
+    const auto whole = test::run_tool("kiln-train", "-f " + test::shell_quote(text.string()) + " -o " +
+                                                        test::shell_quote((dir.path / "a.gguf").string()) + " --iters 8 " + kSmall);
+    INFO(whole.err);
+    REQUIRE(whole.status == 0);
+    for (const char* ext : {".gguf", ".ckpt.gguf", ".csv", ".svg"}) CHECK(fs::exists(dir.path / (std::string("a") + ext)));
+    CHECK(whole.err.find("step 8: train loss") != std::string::npos);
+
+    const std::string b = test::shell_quote((dir.path / "b.gguf").string());
+    const auto first = test::run_tool("kiln-train", "-f " + test::shell_quote(text.string()) + " -o " + b + " --iters 4 " + kSmall);
+    INFO(first.err);
+    REQUIRE(first.status == 0);
+    const auto second = test::run_tool("kiln-train", "-f " + test::shell_quote(text.string()) + " -o " + b + " --iters 8 " +
+                                                         kSmall + " --resume " +
+                                                         test::shell_quote((dir.path / "b.ckpt.gguf").string()));
+    INFO(second.err);
+    REQUIRE(second.status == 0);
+    CHECK(second.err.find("resuming at step 4") != std::string::npos);
+    CHECK(slurp(dir.path / "a.gguf") == slurp(dir.path / "b.gguf"));
+    CHECK(slurp(dir.path / "a.ckpt.gguf") == slurp(dir.path / "b.ckpt.gguf"));
+    CHECK(losses_of(dir.path / "a.csv") == losses_of(dir.path / "b.csv"));
+
+    // The final model is a gpt2 GGUF with the char vocabulary, and reads back.
+    const GgufFile model = GgufFile::open(dir.path / "a.gguf");
+    CHECK(model.get_string("general.architecture") == "gpt2");
+    CHECK(model.get_string("tokenizer.ggml.model") == "char");
+    CHECK(model.find_tensor("output.weight") == nullptr);  // tied
+    CHECK(model.find_tensor("blk.0.attn_qkv.bias") == nullptr);  // no biases by default
+    CHECK(model.get_tensor("blk.0.attn_qkv.weight").dims == std::vector<uint64_t>{16, 48});
+    const auto loaded = train::read_gpt_checkpoint(dir.path / "a.gguf");
+    CHECK(!loaded.training);
+
+    const auto q8 = test::run_tool("kiln-train", "-f " + test::shell_quote(text.string()) + " -o " +
+                                                     test::shell_quote((dir.path / "q.gguf").string()) + " --iters 2 --type q8_0 " + kSmall);
+    REQUIRE(q8.status == 0);
+    CHECK(GgufFile::open(dir.path / "q.gguf").get_tensor("blk.0.ffn_down.weight").type == DType::Q8_0);
+    CHECK(GgufFile::open(dir.path / "q.gguf").get_tensor("blk.0.ffn_norm.weight").type == DType::F32);
+}
+
+TEST_CASE("kiln-train: bad input gives one clear line and keeps what was there", "[train][cli]") {
+    TempDir dir("kiln-train-bad");
+    const fs::path text = small_text(dir);
+    const std::string out = " -o " + test::shell_quote((dir.path / "m.gguf").string()) + " ";
+    const std::string t = "-f " + test::shell_quote(text.string());
+
+    write(dir.path / "empty.txt", "");
+    auto r = test::run_tool("kiln-train", "-f " + test::shell_quote((dir.path / "empty.txt").string()) + out + kSmall);
+    CHECK(r.status == 1);
+    CHECK(r.err == "kiln-train: [corpus] the text is empty\n");
+
+    write(dir.path / "tiny.txt", "To be, or not to be");
+    r = test::run_tool("kiln-train", "-f " + test::shell_quote((dir.path / "tiny.txt").string()) + out + kSmall);
+    CHECK(r.status == 1);
+    CHECK(r.err.find("too few for context 16") != std::string::npos);
+
+    r = test::run_tool("kiln-train", t + out + "--width 10 --heads 3");
+    CHECK(r.status == 2);
+    CHECK(r.err.find("--width 10 is not divisible by --heads 3") != std::string::npos);
+
+    r = test::run_tool("kiln-train", "-f " + test::shell_quote((dir.path / "missing.txt").string()) + out);
+    CHECK(r.status == 1);
+    CHECK(r.err.find("cannot open") != std::string::npos);
+
+    write(dir.path / "corrupt.gguf", "GGUF this is not a checkpoint");
+    r = test::run_tool("kiln-train", t + out + kSmall + " --iters 4 --resume " + test::shell_quote((dir.path / "corrupt.gguf").string()));
+    CHECK(r.status == 1);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK(!fs::exists(dir.path / "m.gguf"));
+
+    // A model is not a checkpoint.
+    REQUIRE(test::run_tool("kiln-train", t + out + kSmall + " --iters 2").status == 0);
+    r = test::run_tool("kiln-train", t + out + kSmall + " --iters 4 --resume " + test::shell_quote((dir.path / "m.gguf").string()));
+    CHECK(r.status == 1);
+    CHECK(r.err.find("not a training checkpoint") != std::string::npos);
+
+    // A checkpoint whose weights hold an infinity: the first step's loss is
+    // NaN; training stops with a clear message and the checkpoint is untouched.
+    auto ckpt = train::read_gpt_checkpoint(dir.path / "m.ckpt.gguf");
+    REQUIRE(ckpt.training);
+    train::GptModel poisoned(ckpt.config);
+    poisoned.data() = ckpt.data;
+    poisoned.data()[0] = std::numeric_limits<float>::infinity();
+    const fs::path bad = dir.path / "bad.ckpt.gguf";
+    train::write_gpt_model(bad, poisoned, ckpt.vocabulary, DType::F32, &*ckpt.training);
+    const std::string before = slurp(bad);
+    r = test::run_tool("kiln-train", t + " -o " + test::shell_quote((dir.path / "n.gguf").string()) + " " + kSmall +
+                                         " --iters 6 --resume " + test::shell_quote(bad.string()) + " --checkpoint " +
+                                         test::shell_quote(bad.string()));
+    CHECK(r.status == 1);
+    INFO(r.err);
+    CHECK(r.err.find("the loss is nan") != std::string::npos);
+    CHECK(r.err.find("last good checkpoint is " + bad.string() + " (step 2)") != std::string::npos);
+    CHECK(slurp(bad) == before);
+    CHECK(!fs::exists(dir.path / "n.gguf"));
+}

@@ -1,0 +1,140 @@
+// The GPT trainer against PyTorch (tests/reference/make_train_fixtures.py):
+// loss and every parameter's gradient for one batch, and the parameters after
+// 3 AdamW steps; plus the schedule and the character corpus.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+
+#include "engine/train/char_corpus.h"
+#include "engine/train/gpt_trainer.h"
+#include "engine/train/schedule.h"
+#include "formats/gguf/gguf_file.h"
+#include "support/paths.h"
+
+using namespace kiln;
+using namespace kiln::train;
+
+namespace {
+
+std::vector<int32_t> ints(const GgufTensor& t) {
+    std::vector<int32_t> v(t.elements);
+    std::memcpy(v.data(), t.data.data(), v.size() * sizeof(int32_t));
+    return v;
+}
+
+const float* floats(const GgufTensor& t) { return reinterpret_cast<const float*>(t.data.data()); }
+
+}  // namespace
+
+TEST_CASE("a tiny GPT's loss, gradients and AdamW steps match PyTorch", "[train]") {
+    const GgufFile f = GgufFile::open(test::fixtures_dir() / "train" / "tiny_gpt_reference.gguf");
+    TrainOptions o;
+    o.model.vocab = f.get_int("test.vocab");
+    o.model.context = f.get_int("gpt2.context_length");
+    o.model.width = f.get_int("gpt2.embedding_length");
+    o.model.ffn = f.get_int("gpt2.feed_forward_length");
+    o.model.layers = f.get_int("gpt2.block_count");
+    o.model.heads = f.get_int("gpt2.attention.head_count");
+    o.model.eps = static_cast<float>(f.get_number("gpt2.attention.layer_norm_epsilon"));
+    o.model.bias = true;
+    o.batch = f.get_int("test.batch");
+    const double lr = f.get_number("test.adam.lr");
+    o.schedule = LrSchedule{lr, lr, 0, 1000};  // constant
+    o.adam.beta1 = static_cast<float>(f.get_number("test.adam.beta1"));
+    o.adam.beta2 = static_cast<float>(f.get_number("test.adam.beta2"));
+    o.adam.eps = static_cast<float>(f.get_number("test.adam.eps"));
+    o.adam.weight_decay = static_cast<float>(f.get_number("test.adam.weight_decay"));
+    o.grad_clip = static_cast<float>(f.get_number("test.adam.clip"));
+
+    ThreadPool pool(3);
+    GptTrainer trainer(o, pool);
+    GptModel& model = trainer.model();
+    for (const ParamTensor& t : model.tensors()) {
+        const GgufTensor& src = f.get_tensor(t.name);
+        REQUIRE(src.dims == t.dims);
+        std::memcpy(model.tensor(t.name), src.data.data(), t.segment.count * sizeof(float));
+    }
+    const auto tokens = ints(f.get_tensor("tokens"));
+    const auto targets = ints(f.get_tensor("targets"));
+    const StepResult first = trainer.step_on(tokens, targets);
+    CHECK(first.loss == Approx(f.get_number("test.loss")).epsilon(1e-5));
+
+    // Every gradient element within 1e-4 of torch's, relative to the element,
+    // with elements far below the tensor's largest judged against 1e-2 of it
+    // (their float32 value carries the absolute rounding of the larger ones).
+    double worst = 0.0;
+    for (const ParamTensor& t : model.tensors()) {
+        const float* expected = floats(f.get_tensor("grad." + t.name));
+        const float* got = trainer.gradients().data() + t.segment.offset;
+        double scale = 0.0;
+        for (size_t i = 0; i < t.segment.count; ++i) scale = std::max(scale, std::abs(double(expected[i])));
+        for (size_t i = 0; i < t.segment.count; ++i) {
+            const double err = std::abs(double(got[i]) - expected[i]) / std::max(std::abs(double(expected[i])), 1e-2 * scale);
+            worst = std::max(worst, err);
+            INFO(t.name << " element " << i << ": " << got[i] << " vs torch " << expected[i]);
+            REQUIRE(err <= 1e-4);
+        }
+    }
+    WARN("largest relative gradient difference " << worst);
+
+    const GgufValue* losses = f.find("test.adam.losses");
+    REQUIRE(losses != nullptr);
+    for (int s = 1; s < 3; ++s) {
+        const StepResult r = trainer.step_on(tokens, targets);
+        CHECK(r.loss == Approx(*losses->as_array()->items[static_cast<size_t>(s)].as_number()).epsilon(1e-5));
+    }
+    // Adam divides by sqrt(v): where the exact gradient is 0 (the key bias:
+    // adding a constant to every key shifts all scores of a row equally),
+    // float32 rounding noise of 1e-9 becomes a full-size step of either sign.
+    // Such elements (torch's float64 gradient below 1e-9) are not compared.
+    size_t skipped = 0;
+    for (const ParamTensor& t : model.tensors()) {
+        const float* expected = floats(f.get_tensor("adam3." + t.name));
+        const float* grad = floats(f.get_tensor("grad." + t.name));
+        const float* got = model.tensor(t.name);
+        for (size_t i = 0; i < t.segment.count; ++i) {
+            if (std::abs(grad[i]) < 1e-9f) {
+                ++skipped;
+                continue;
+            }
+            INFO(t.name << " element " << i);
+            REQUIRE(got[i] == Approx(expected[i]).epsilon(1e-5).margin(1e-5));
+        }
+    }
+    CHECK(skipped == static_cast<size_t>(o.model.layers * o.model.width));  // exactly the key biases
+}
+
+TEST_CASE("the learning rate warms up linearly, then decays on a cosine to the minimum", "[train]") {
+    const LrSchedule s{1e-3, 1e-4, 100, 2000};
+    CHECK(s.at(0) == Approx(1e-3 / 101));
+    CHECK(s.at(99) == Approx(1e-3 * 100 / 101));
+    CHECK(s.at(100) == Approx(1e-3));
+    CHECK(s.at(1050) == Approx(0.5 * (1e-3 + 1e-4)));  // the middle of the cosine
+    CHECK(s.at(2000) == Approx(1e-4));
+    CHECK(s.at(5000) == Approx(1e-4));
+}
+
+TEST_CASE("the character corpus: vocabulary by code point, 90/10 split, windows", "[train]") {
+    const std::string text = "ba\xC3\xA9" "cab\nabcabcabcabcabcabcabcabcabc";  // 'é' sorts after ASCII
+    const CharCorpus c = CharCorpus::from_text(text, 2);
+    REQUIRE(c.vocabulary.tokens() == std::vector<std::string>{"\n", "a", "b", "c", "\xC3\xA9"});
+    CHECK(c.train.size() + c.validation.size() == 34);
+    CHECK(c.train.size() == 30);
+    CHECK(c.vocabulary.decode(c.train).substr(0, 8) == "ba\xC3\xA9" "cab\n");
+    Rng rng(5);
+    std::vector<int32_t> in(3 * 2), out(3 * 2);
+    sample_windows(c.train, 3, 2, rng, in.data(), out.data());
+    for (int b = 0; b < 3; ++b) {
+        // Each target is the token after its input: find the window in the data.
+        bool found = false;
+        for (size_t s = 0; s + 2 < c.train.size(); ++s)
+            found = found || (c.train[s] == in[b * 2] && c.train[s + 1] == in[b * 2 + 1] && c.train[s + 1] == out[b * 2] &&
+                              c.train[s + 2] == out[b * 2 + 1]);
+        CHECK(found);
+    }
+    CHECK_THROWS_WITH(CharCorpus::from_text("", 4), Catch::Contains("empty"));
+    CHECK_THROWS_WITH(CharCorpus::from_text("abcdefghij", 4), Catch::Contains("too few for context 4"));
+    CHECK_THROWS_WITH(CharCorpus::from_text("ab\xFF" "cd", 1), Catch::Contains("invalid UTF-8 at byte 2"));
+    CHECK_THROWS_WITH(c.vocabulary.encode("abz"), Catch::Contains("U+007A at byte 2"));
+}

@@ -1,0 +1,245 @@
+// kiln-train: trains a character-level GPT (gpt2 layout) on a text file with
+// the engine's own graph, executor and thread pool, and writes a GGUF that
+// kiln runs.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <unistd.h>
+
+#include "engine/runtime/thread_pool.h"
+#include "engine/train/gpt_gguf.h"
+#include "engine/train/gpt_trainer.h"
+#include "engine/train/train_log.h"
+#include "tools/common/cli.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace kiln;
+using namespace kiln::train;
+
+constexpr std::string_view kUsage = R"(usage: kiln-train -f TEXT -o MODEL.gguf [options]
+
+Trains a character-level GPT (pre-LN, learned positions, GELU, tied head: the
+gpt2 layout) on a text file. The vocabulary is every character of the text;
+the first 90% trains, the last 10% validates. Writes MODEL.gguf (for kiln),
+MODEL.csv (one row per step), MODEL.svg (loss curve) and the checkpoint
+MODEL.ckpt.gguf (weights, AdamW moments, step, data generator state).
+
+  -f, --file FILE           training text (UTF-8)
+  -o, --output FILE         the final model
+      --type T              final model matrices: f32 (default), f16, bf16, q8_0, q4_0
+      --resume FILE         continue from a checkpoint (same text and flags)
+      --checkpoint FILE     checkpoint path (default: MODEL.ckpt.gguf)
+      --checkpoint-interval N   steps between checkpoints (default: --eval-interval)
+Model (ignored with --resume: the checkpoint's are used):
+      --layers N            blocks (4)
+      --heads N             attention heads (4)
+      --width N             embedding width (128)
+      --context N           tokens per window (64)
+      --ffn N               feed-forward width (4 x width)
+      --bias                linear layers with biases (default: none, as nanoGPT)
+Optimization:
+      --batch N             windows per micro-batch (12)
+      --accumulation N      micro-batches per step (1)
+      --iters N             optimizer steps (2000)
+      --lr X                peak learning rate (1e-3)
+      --min-lr X            final learning rate (1e-4)
+      --warmup N            warmup steps (100)
+      --decay-iters N       steps of cosine decay to --min-lr (default: --iters)
+      --weight-decay X      AdamW decoupled weight decay of matrices (0.1)
+      --decay-embeddings    also decay the embeddings
+      --beta1 X, --beta2 X  AdamW betas (0.9, 0.99)
+      --grad-clip X         clip the global gradient norm (1.0; 0 = off)
+      --dropout X           dropout probability (0)
+      --seed N              initialization and data seed (1337)
+Reporting:
+      --eval-interval N     steps between train/validation evaluations (250)
+      --eval-batches N      batches per evaluation (20)
+  -t, --threads N           threads (default: physical cores)
+  -h, --help                show this help
+)";
+
+struct Options {
+    std::string text, output, checkpoint, resume;
+    DType type = DType::F32;
+    TrainOptions train;
+    int64_t iters = 2000, decay_iters = -1, eval_interval = 250, eval_batches = 20, checkpoint_interval = -1;
+    int64_t threads = 0;
+    bool ffn_set = false;
+};
+
+Options parse(int argc, char** argv) {
+    using namespace kiln::cli;
+    Options o;
+    GptConfig& m = o.train.model;
+    Args args(argc, argv);
+    while (!args.done()) {
+        const std::string_view flag = args.next();
+        const auto integer = [&](int64_t min, int64_t max = 1 << 30) { return parse_int(flag, args.value(flag), min, max); };
+        const auto number = [&](double min, double max) { return parse_float(flag, args.value(flag), min, max); };
+        if (flag == "-h" || flag == "--help") {
+            fmt::print("{}", kUsage);
+            std::exit(0);
+        } else if (flag == "-f" || flag == "--file") o.text = args.value(flag);
+        else if (flag == "-o" || flag == "--output") o.output = args.value(flag);
+        else if (flag == "--type") {
+            const std::string_view name = args.value(flag);
+            const auto t = parse_dtype(name);
+            if (!t || (*t != DType::F32 && *t != DType::F16 && *t != DType::BF16 && *t != DType::Q8_0 && *t != DType::Q4_0))
+                usage_error("--type must be f32, f16, bf16, q8_0 or q4_0, got '{}'", name);
+            o.type = *t;
+        } else if (flag == "--resume") o.resume = args.value(flag);
+        else if (flag == "--checkpoint") o.checkpoint = args.value(flag);
+        else if (flag == "--checkpoint-interval") o.checkpoint_interval = integer(1);
+        else if (flag == "--layers") m.layers = integer(1, 256);
+        else if (flag == "--heads") m.heads = integer(1, 1024);
+        else if (flag == "--width") m.width = integer(1, 1 << 16);
+        else if (flag == "--context") m.context = integer(1, 1 << 16);
+        else if (flag == "--ffn") m.ffn = integer(1, 1 << 18), o.ffn_set = true;
+        else if (flag == "--bias") m.bias = true;
+        else if (flag == "--batch") o.train.batch = integer(1, 1 << 16);
+        else if (flag == "--accumulation") o.train.accumulation = integer(1, 1 << 16);
+        else if (flag == "--iters") o.iters = integer(1);
+        else if (flag == "--lr") o.train.schedule.lr = number(0, 10);
+        else if (flag == "--min-lr") o.train.schedule.min_lr = number(0, 10);
+        else if (flag == "--warmup") o.train.schedule.warmup = integer(0);
+        else if (flag == "--decay-iters") o.decay_iters = integer(1);
+        else if (flag == "--weight-decay") o.train.adam.weight_decay = static_cast<float>(number(0, 10));
+        else if (flag == "--decay-embeddings") o.train.decay_embeddings = true;
+        else if (flag == "--beta1") o.train.adam.beta1 = static_cast<float>(number(0, 0.999999));
+        else if (flag == "--beta2") o.train.adam.beta2 = static_cast<float>(number(0, 0.999999));
+        else if (flag == "--grad-clip") o.train.grad_clip = static_cast<float>(number(0, 1e9));
+        else if (flag == "--dropout") o.train.dropout = static_cast<float>(number(0, 0.99));
+        else if (flag == "--seed") o.train.seed = static_cast<uint64_t>(integer(0, std::numeric_limits<int64_t>::max()));
+        else if (flag == "--eval-interval") o.eval_interval = integer(1);
+        else if (flag == "--eval-batches") o.eval_batches = integer(1);
+        else if (flag == "-t" || flag == "--threads") o.threads = integer(1, 1024);
+        else usage_error("unknown argument '{}'", flag);
+    }
+    if (o.text.empty()) usage_error("a training text is required (-f FILE)");
+    if (o.output.empty()) usage_error("an output path is required (-o MODEL.gguf)");
+    if (!o.ffn_set) m.ffn = 4 * m.width;
+    if (m.width % m.heads != 0) usage_error("--width {} is not divisible by --heads {}", m.width, m.heads);
+    o.train.schedule.decay_steps = o.decay_iters > 0 ? o.decay_iters : o.iters;
+    if (o.train.schedule.warmup > o.train.schedule.decay_steps)
+        usage_error("--warmup {} is longer than the decay ({} steps)", o.train.schedule.warmup, o.train.schedule.decay_steps);
+    if (o.checkpoint.empty()) o.checkpoint = fs::path(o.output).replace_extension(".ckpt.gguf").string();
+    if (o.checkpoint_interval < 0) o.checkpoint_interval = o.eval_interval;
+    return o;
+}
+
+std::string read_text(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) fail("io", "cannot open '{}'", path);
+    std::ostringstream text;
+    text << in.rdbuf();
+    return text.str();
+}
+
+std::string duration(double seconds) {
+    const auto s = static_cast<int64_t>(seconds);
+    if (s >= 3600) return fmt::format("{}h{:02}m", s / 3600, s / 60 % 60);
+    if (s >= 60) return fmt::format("{}m{:02}s", s / 60, s % 60);
+    return fmt::format("{}s", s);
+}
+
+int run(Options o) {
+    const std::string text = read_text(o.text);
+    std::optional<LoadedGpt> resumed;
+    if (!o.resume.empty()) {
+        resumed = read_gpt_checkpoint(o.resume, o.train.decay_embeddings);
+        if (!resumed->training) fail("train", "{} is a model, not a training checkpoint (no optimizer state)", o.resume);
+        o.train.model = resumed->config;
+    }
+    CharVocabulary vocabulary =
+        resumed ? CharVocabulary(resumed->vocabulary) : CharVocabulary::from_text(text);
+    const CharCorpus corpus = CharCorpus::from_text(text, std::move(vocabulary), o.train.model.context);
+    o.train.model.vocab = static_cast<int64_t>(corpus.vocabulary.size());
+
+    ThreadPool pool(o.threads > 0 ? static_cast<int>(o.threads) : ThreadPool::physical_cores());
+    GptTrainer trainer(o.train, pool);
+    TrainLog log;
+    const fs::path csv = fs::path(o.output).replace_extension(".csv");
+    const fs::path svg = fs::path(o.output).replace_extension(".svg");
+    if (resumed) {
+        trainer.restore(*resumed);
+        log = TrainLog::read_csv(csv, trainer.steps_done());
+        if (trainer.steps_done() >= o.iters)
+            fail("train", "the checkpoint is at step {}, not before --iters {}", trainer.steps_done(), o.iters);
+    }
+    const GptConfig& c = o.train.model;
+    size_t n_params = 0;
+    for (const ParamTensor& t : trainer.model().tensors()) n_params += t.segment.count;
+    fmt::print(stderr,
+               "kiln-train: {} characters ({} train, {} validation), vocabulary {}; {} layers, {} heads, width {}, "
+               "context {}: {:.2f}M parameters; {} threads{}\n",
+               corpus.train.size() + corpus.validation.size(), corpus.train.size(), corpus.validation.size(), c.vocab,
+               c.layers, c.heads, c.width, c.context, static_cast<double>(n_params) / 1e6, pool.size(),
+               resumed ? fmt::format("; resuming at step {}", trainer.steps_done()) : "");
+
+    const bool tty = isatty(fileno(stderr)) != 0;
+    const int64_t tokens_per_step = o.train.batch * o.train.accumulation * c.context;
+    const int64_t first_step = trainer.steps_done();
+    const auto started = std::chrono::steady_clock::now();
+    double last_val = NAN;
+    int64_t last_checkpoint = first_step;
+    const auto save_checkpoint = [&]() {
+        const TrainingState state = trainer.training_state();
+        write_gpt_model(o.checkpoint, trainer.model(), corpus.vocabulary.tokens(), DType::F32, &state);
+        last_checkpoint = trainer.steps_done();
+    };
+    while (trainer.steps_done() < o.iters) {
+        const auto t0 = std::chrono::steady_clock::now();
+        StepResult r;
+        try {
+            r = trainer.step(corpus.train);
+        } catch (const Error& e) {
+            if (tty) fmt::print(stderr, "\n");
+            // e.what() already starts with "[train]".
+            throw Error(e.component(), fmt::format("{}. The last good checkpoint is {} (step {}).",
+                                                   std::string_view(e.what()).substr(e.component().size() + 3),
+                                                   o.checkpoint, last_checkpoint));
+        }
+        const auto t1 = std::chrono::steady_clock::now();
+        const double seconds = std::chrono::duration<double>(t1 - t0).count();
+        LogRow row{trainer.steps_done(), r.loss, r.lr, r.grad_norm, static_cast<double>(tokens_per_step) / seconds, {}, {}};
+        const int64_t step = trainer.steps_done();
+        if (tty) {
+            const double elapsed = std::chrono::duration<double>(t1 - started).count();
+            const double eta = elapsed / static_cast<double>(step - first_step) * static_cast<double>(o.iters - step);
+            fmt::print(stderr, "\rstep {}/{}  loss {:.4f}  lr {:.2e}  {:.0f} tok/s  ETA {}   ", step, o.iters, r.loss,
+                       r.lr, row.tokens_per_s, duration(eta));
+        }
+        const bool last = step == o.iters;
+        if (step % o.eval_interval == 0 || last) {
+            row.eval_train = trainer.evaluate(corpus.train, o.eval_batches);
+            row.eval_val = last_val = trainer.evaluate(corpus.validation, o.eval_batches);
+            if (tty) fmt::print(stderr, "\r\x1b[K");
+            fmt::print(stderr, "step {}: train loss {:.4f}, val loss {:.4f}\n", step, *row.eval_train, *row.eval_val);
+        }
+        log.rows().push_back(row);
+        if (step % o.checkpoint_interval == 0 || last) {
+            save_checkpoint();
+            log.write_csv(csv);
+            log.write_svg(svg);
+        }
+    }
+    write_gpt_model(o.output, trainer.model(), corpus.vocabulary.tokens(), o.type);
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    const double trained = static_cast<double>((o.iters - first_step) * tokens_per_step);
+    fmt::print(stderr, "kiln-train: wrote {} ({}); validation loss {:.4f}; {:.0f} tokens/s over {}\n", o.output,
+               dtype_name(o.type), last_val, trained / elapsed, duration(elapsed));
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    return kiln::cli::run_tool("kiln-train", [&] { return run(parse(argc, argv)); });
+}
