@@ -1,16 +1,21 @@
-// kiln: generates text with a model, llama.cpp-style flags.
+// kiln: generates text with a model, llama.cpp-style flags. Decoder-only
+// models (llama, gpt2) continue the prompt; encoder-decoder models
+// (transformer) read the prompt as the source and print its output.
 #include <fmt/format.h>
 
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <numeric>
 #include <random>
 #include <sstream>
 
-#include "engine/models/llama.h"
+#include "engine/models/causal_lm.h"
+#include "engine/models/transformer.h"
+#include "engine/runtime/beam_search.h"
 #include "engine/runtime/sampler.h"
 #include "engine/runtime/thread_pool.h"
-#include "formats/tokenizer/spm_tokenizer.h"
+#include "formats/tokenizer/tokenizer.h"
 #include "formats/tokenizer/utf8.h"
 #include "tools/common/cli.h"
 
@@ -18,10 +23,13 @@ namespace {
 
 constexpr std::string_view kUsage = R"(usage: kiln -m MODEL [-p PROMPT | -f FILE] [options]
 
-Generates text: the prompt is printed, then the continuation, token by token.
-Timings go to stderr.
+Generates text. A decoder-only model (llama, gpt2) continues the prompt: the
+prompt is printed, then the continuation, token by token. An encoder-decoder
+model (transformer) translates the prompt: it prints "source: <prompt>" and
+"output: <decoded text>"; its decoding is greedy unless --temp or --beams is
+given. Timings go to stderr.
 
-  -m, --model FILE          GGUF model (llama architecture)
+  -m, --model FILE          GGUF model (llama, gpt2 or transformer architecture)
   -p, --prompt TEXT         prompt (default: empty, generate from BOS alone)
   -f, --file FILE           read the prompt from a file
   -n, --n-predict N         tokens to generate (default 128); stops earlier at EOS
@@ -34,6 +42,9 @@ Timings go to stderr.
       --repeat-penalty F    penalize recent tokens (default 1.0 = off)
       --repeat-last-n N     how many recent tokens to penalize (default 64; -1 = all)
   -s, --seed N              random seed (default: random, printed on stderr)
+      --beams K             beam search with K beams instead of sampling (K = 1 is greedy)
+      --length-penalty A    beam scores are log-probability / length^A (default 1.0)
+      --n-best              with --beams: print every finished hypothesis with its scores
   -h, --help                show this help
 )";
 
@@ -45,6 +56,10 @@ struct Options {
     int64_t ctx = 0;
     kiln::SamplerParams sampling;
     bool seed_given = false;
+    bool temp_given = false;
+    int64_t beams = 0;  // 0: sample
+    double length_penalty = 1.0;
+    bool n_best = false;
 };
 
 std::string read_text_file(const std::string& path) {
@@ -59,7 +74,7 @@ Options parse(int argc, char** argv) {
     using namespace kiln::cli;
     Options o;
     Args args(argc, argv);
-    bool prompt_given = false;
+    bool prompt_given = false, length_penalty_given = false;
     while (!args.done()) {
         const std::string_view flag = args.next();
         if (flag == "-h" || flag == "--help") {
@@ -68,6 +83,7 @@ Options parse(int argc, char** argv) {
         } else if (flag == "-m" || flag == "--model") {
             o.model = args.value(flag);
         } else if (flag == "-p" || flag == "--prompt") {
+            if (prompt_given) usage_error("give either -p or -f, not both");
             o.prompt = args.value(flag);
             prompt_given = true;
         } else if (flag == "-f" || flag == "--file") {
@@ -82,6 +98,7 @@ Options parse(int argc, char** argv) {
             o.ctx = parse_int(flag, args.value(flag), 1, 1 << 20);
         } else if (flag == "--temp") {
             o.sampling.temperature = static_cast<float>(parse_float(flag, args.value(flag), 0, 100));
+            o.temp_given = true;
         } else if (flag == "--top-k") {
             o.sampling.top_k = static_cast<int32_t>(parse_int(flag, args.value(flag), 0, 1 << 30));
         } else if (flag == "--top-p") {
@@ -95,11 +112,19 @@ Options parse(int argc, char** argv) {
         } else if (flag == "-s" || flag == "--seed") {
             o.sampling.seed = static_cast<uint64_t>(parse_int(flag, args.value(flag), 0));
             o.seed_given = true;
+        } else if (flag == "--beams") {
+            o.beams = parse_int(flag, args.value(flag), 1, 256);
+        } else if (flag == "--length-penalty") {
+            o.length_penalty = parse_float(flag, args.value(flag), -10, 10);
+            length_penalty_given = true;
+        } else if (flag == "--n-best") {
+            o.n_best = true;
         } else {
             usage_error("unknown argument '{}'", flag);
         }
     }
     if (o.model.empty()) usage_error("a model is required (-m MODEL)");
+    if (o.beams == 0 && (o.n_best || length_penalty_given)) usage_error("--n-best and --length-penalty need --beams K");
     return o;
 }
 
@@ -107,66 +132,191 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-int generate(const Options& o) {
+int thread_count(const Options& o) {
+    return o.threads > 0 ? static_cast<int>(o.threads) : kiln::ThreadPool::physical_cores();
+}
+
+// Prints beam search results: the best continuation, or with --n-best all of them.
+void print_beams(const std::vector<kiln::Hypothesis>& found, const kiln::Tokenizer& tokenizer, const Options& o,
+                 const std::string& before, bool from_start) {
+    auto text_of = [&](const kiln::Hypothesis& h) {
+        std::vector<int32_t> ids = h.tokens;
+        if (h.ended_by_eos) ids.pop_back();
+        return tokenizer.decode(ids, from_start);
+    };
+    if (found.empty()) {
+        fmt::print("{}\n", before);
+        return;
+    }
+    if (!o.n_best) {
+        fmt::print("{}{}\n", before, text_of(found.front()));
+        return;
+    }
+    for (size_t i = 0; i < found.size(); ++i)
+        fmt::print("[{}] score {:.6f} log-prob {:.6f} tokens {}{}: {}{}\n", i + 1, found[i].score, found[i].log_prob,
+                   found[i].tokens.size(), found[i].ended_by_eos ? " (eos)" : "", before, text_of(found[i]));
+}
+
+int generate_causal(const Options& o, std::shared_ptr<const kiln::GgufFile> file) {
     using clock = std::chrono::steady_clock;
-    if (!kiln::utf8_valid(o.prompt)) kiln::fail("kiln", "the prompt is not valid UTF-8");
-
     const auto load_start = clock::now();
-    auto file = std::make_shared<kiln::GgufFile>(kiln::GgufFile::open(o.model));
-    const kiln::LlamaModel model(file);
-    const kiln::SpmTokenizer tokenizer(*file);
-    const int64_t n_ctx = o.ctx > 0 ? o.ctx : std::min<int64_t>(model.config().n_ctx_train, 4096);
-    const int threads = o.threads > 0 ? static_cast<int>(o.threads) : kiln::ThreadPool::physical_cores();
+    const auto lm = kiln::load_causal_lm(file);
+    const auto tokenizer = kiln::load_tokenizer(*file);
+    const int64_t n_ctx = o.ctx > 0 ? o.ctx : std::min<int64_t>(lm->info().n_ctx_train, 4096);
+    const int threads = thread_count(o);
     kiln::ThreadPool pool(threads);
-    kiln::LlamaContext ctx(model, n_ctx);
-    const double load_seconds = seconds_since(load_start);
 
-    std::vector<int32_t> tokens = tokenizer.encode(o.prompt, /*add_bos=*/true);
-    if (tokens.empty()) tokens.push_back(tokenizer.bos());
+    std::vector<int32_t> tokens = tokenizer->encode(o.prompt, tokenizer->add_bos());
+    if (tokens.empty()) {
+        if (tokenizer->bos() < 0)
+            kiln::fail("kiln", "the prompt is empty and the vocabulary has no BOS token to start from (give -p)");
+        tokens.push_back(tokenizer->bos());
+    }
     if (static_cast<int64_t>(tokens.size()) > n_ctx)
         kiln::fail("kiln", "the prompt is {} tokens, longer than the context of {} (raise -c)", tokens.size(), n_ctx);
     if (static_cast<int64_t>(tokens.size()) + o.n_predict > n_ctx)
         kiln::fail("kiln", "the prompt ({} tokens) and -n {} do not fit the context of {} (raise -c or lower -n)",
                    tokens.size(), o.n_predict, n_ctx);
+    const int64_t beams = o.beams;
+    // Beams need a cache per hypothesis; only as long as this generation can get.
+    const int64_t session_ctx = beams > 0 ? static_cast<int64_t>(tokens.size()) + o.n_predict : n_ctx;
+    auto session = lm->new_session(std::max<int64_t>(session_ctx, 1), std::max<int64_t>(beams, 1));
+    const double load_seconds = seconds_since(load_start);
 
     kiln::SamplerParams sampling = o.sampling;
     if (!o.seed_given) sampling.seed = std::random_device{}();
-    kiln::Sampler sampler(sampling);
-    fmt::print(stderr, "kiln: {} ({} parameters, {:.1f} MiB), {} threads, context {}, seed {}\n", o.model,
-               model.parameter_count(), model.weight_bytes() / 1048576.0, threads, n_ctx, sampling.seed);
+    fmt::print(stderr, "kiln: {} ({}, {} parameters, {:.1f} MiB), {} threads, context {}, {}\n", o.model,
+               lm->info().architecture, lm->info().parameters, lm->info().weight_bytes / 1048576.0, threads, n_ctx,
+               beams > 0 ? fmt::format("{} beams", beams) : fmt::format("seed {}", sampling.seed));
 
-    std::fputs(o.prompt.c_str(), stdout);
-    std::fflush(stdout);
     const auto prompt_start = clock::now();
     const auto prompt_tokens = static_cast<int64_t>(tokens.size());
-    std::span<const float> logits = ctx.eval(tokens, pool);
+    std::span<const float> logits = session->eval(tokens, pool);
     const double prompt_seconds = seconds_since(prompt_start);
-
-    kiln::Utf8Stream stream;
     const auto gen_start = clock::now();
     int64_t generated = 0;
-    bool at_start = o.prompt.empty();
-    while (generated < o.n_predict) {
-        const int32_t next = sampler.sample(logits, tokens);
-        if (next == tokenizer.eos()) break;
-        tokens.push_back(next);
-        ++generated;
-        std::string piece = tokenizer.piece(next);
-        // With no prompt, the first word's space prefix is the tokenizer's, not the text's.
-        if (at_start && !piece.empty() && piece[0] == ' ') piece.erase(0, 1);
-        at_start = at_start && piece.empty();
-        std::fputs(stream.feed(piece).c_str(), stdout);
+
+    if (beams > 0) {
+        kiln::BeamParams params;
+        params.beams = static_cast<int32_t>(beams);
+        params.length_penalty = o.length_penalty;
+        params.max_tokens = o.n_predict;
+        params.eos = tokenizer->eos();
+        std::vector<int32_t> slots;
+        const auto found = kiln::beam_search(logits, lm->info().n_vocab, params, [&](auto parents, auto next) {
+            session->reorder(parents);
+            slots.resize(next.size());
+            std::iota(slots.begin(), slots.end(), 0);
+            generated += static_cast<int64_t>(next.size());
+            return session->eval_slots(next, slots, pool);
+        });
+        print_beams(found, *tokenizer, o, o.prompt, o.prompt.empty());
+    } else {
+        kiln::Sampler sampler(sampling);
+        std::fputs(o.prompt.c_str(), stdout);
         std::fflush(stdout);
-        if (generated < o.n_predict) logits = ctx.eval(std::span(&tokens.back(), 1), pool);
+        kiln::Utf8Stream stream;
+        bool at_start = o.prompt.empty() && tokenizer->add_space_prefix();
+        while (generated < o.n_predict) {
+            const int32_t next = sampler.sample(logits, tokens);
+            if (next == tokenizer->eos()) break;
+            tokens.push_back(next);
+            ++generated;
+            std::string piece = tokenizer->piece(next);
+            // With no prompt, the first word's space prefix is the tokenizer's, not the text's.
+            if (at_start && !piece.empty() && piece[0] == ' ') piece.erase(0, 1);
+            at_start = at_start && piece.empty();
+            std::fputs(stream.feed(piece).c_str(), stdout);
+            std::fflush(stdout);
+            if (generated < o.n_predict) logits = session->eval(std::span(&tokens.back(), 1), pool);
+        }
+        std::fputs(stream.flush().c_str(), stdout);
+        std::fputs("\n", stdout);
     }
-    std::fputs(stream.flush().c_str(), stdout);
-    std::fputs("\n", stdout);
     std::fflush(stdout);
     const double gen_seconds = seconds_since(gen_start);
     fmt::print(stderr, "kiln: load {:.3f} s | prompt {} tokens, {:.1f} tokens/s | generation {} tokens, {:.1f} tokens/s\n",
                load_seconds, prompt_tokens, prompt_tokens / prompt_seconds, generated,
                generated > 0 ? generated / gen_seconds : 0.0);
     return 0;
+}
+
+int generate_seq2seq(const Options& o, std::shared_ptr<const kiln::GgufFile> file) {
+    using clock = std::chrono::steady_clock;
+    const auto load_start = clock::now();
+    const kiln::TransformerModel model(file);
+    const kiln::TransformerConfig& c = model.config();
+    const auto tokenizer = kiln::load_tokenizer(*file);
+    if (o.prompt.empty()) kiln::fail("kiln", "the prompt is empty: an encoder-decoder model needs a source text (-p)");
+    std::vector<int32_t> source = tokenizer->encode(o.prompt, false);
+    source.push_back(c.eos);
+    const int64_t n_ctx = o.ctx > 0 ? std::min(o.ctx, c.n_ctx) : c.n_ctx;
+    if (static_cast<int64_t>(source.size()) > n_ctx)
+        kiln::fail("kiln", "the source is {} tokens with its EOS, longer than the encoder's context of {}", source.size(),
+                   n_ctx);
+    // The target holds BOS and at most -n generated tokens, of which the last needs no cache row.
+    const int64_t max_target = std::min<int64_t>(o.n_predict + 1, n_ctx);
+    const int64_t beams = o.beams;
+    const int threads = thread_count(o);
+    kiln::ThreadPool pool(threads);
+    kiln::TransformerSession session(model, 1, static_cast<int64_t>(source.size()), std::max<int64_t>(beams, 1),
+                                     max_target);
+    const double load_seconds = seconds_since(load_start);
+    kiln::SamplerParams sampling = o.sampling;
+    if (!o.temp_given) sampling.temperature = 0;  // documented: greedy unless asked
+    if (!o.seed_given) sampling.seed = std::random_device{}();
+    fmt::print(stderr, "kiln: {} (transformer, {} parameters, {:.1f} MiB), {} threads, {}\n", o.model,
+               model.info().parameters, model.info().weight_bytes / 1048576.0, threads,
+               beams > 0 ? fmt::format("{} beams", beams)
+                         : sampling.temperature == 0 ? std::string("greedy") : fmt::format("seed {}", sampling.seed));
+
+    const auto start = clock::now();
+    const std::vector<std::vector<int32_t>> sources{source};
+    session.encode(sources, pool);
+    const int32_t bos = c.bos, zero = 0;
+    std::span<const float> logits = session.decode(std::span(&bos, 1), std::span(&zero, 1), pool);
+    const int64_t n_max = std::min<int64_t>(o.n_predict, max_target);
+    fmt::print("source: {}\n", o.prompt);
+    int64_t generated = 0;
+    if (beams > 0) {
+        kiln::BeamParams params;
+        params.beams = static_cast<int32_t>(beams);
+        params.length_penalty = o.length_penalty;
+        params.max_tokens = n_max;
+        params.eos = c.eos;
+        std::vector<int32_t> slots;
+        const auto found = kiln::beam_search(logits, c.n_vocab, params, [&](auto parents, auto next) {
+            session.reorder(parents);
+            slots.resize(next.size());
+            std::iota(slots.begin(), slots.end(), 0);
+            generated += static_cast<int64_t>(next.size());
+            return session.decode(next, slots, pool);
+        });
+        print_beams(found, *tokenizer, o, "output: ", true);
+    } else {
+        kiln::Sampler sampler(sampling);
+        std::vector<int32_t> output;
+        while (generated < n_max) {
+            const int32_t next = sampler.sample(logits, output);
+            if (next == c.eos) break;
+            output.push_back(next);
+            ++generated;
+            if (generated < n_max) logits = session.decode(std::span(&output.back(), 1), std::span(&zero, 1), pool);
+        }
+        fmt::print("output: {}\n", tokenizer->decode(output, true));
+    }
+    std::fflush(stdout);
+    const double seconds = seconds_since(start);
+    fmt::print(stderr, "kiln: load {:.3f} s | source {} tokens | {} decoder tokens in {:.3f} s\n", load_seconds,
+               source.size(), generated, seconds);
+    return 0;
+}
+
+int generate(const Options& o) {
+    if (!kiln::utf8_valid(o.prompt)) kiln::fail("kiln", "the prompt is not valid UTF-8");
+    auto file = std::make_shared<kiln::GgufFile>(kiln::GgufFile::open(o.model));
+    if (file->get_string("general.architecture") == "transformer") return generate_seq2seq(o, file);
+    return generate_causal(o, file);
 }
 
 }  // namespace

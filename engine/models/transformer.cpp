@@ -40,7 +40,7 @@ TransformerModel::TransformerModel(std::shared_ptr<const GgufFile> file) : file_
     if (act == "relu")
         c.activation = TransformerConfig::Activation::Relu;
     else if (act == "gelu")
-        fail("model", "{}: transformer.ffn_activation 'gelu' (exact erf GELU) is not supported yet (relu is)", f.name());
+        c.activation = TransformerConfig::Activation::Gelu;
     else
         fail("model", "{}: transformer.ffn_activation '{}' is not one of relu, gelu", f.name(), act);
     if (c.dim % c.n_heads != 0) fail("model", "{}: width {} is not a multiple of {} heads", f.name(), c.dim, c.n_heads);
@@ -119,7 +119,8 @@ struct Builder {
     }
     NodeId ffn(const TransformerModel::Affine& up, const TransformerModel::Affine& down, NodeId x) {
         const NodeId h = linear(up, x);
-        return linear(down, ops::relu(g, h));
+        const bool relu = c.activation == TransformerConfig::Activation::Relu;
+        return linear(down, relu ? ops::relu(g, h) : ops::gelu_erf(g, h));
     }
     // A residual sublayer, post-LN (the paper) or pre-LN.
     template <typename F>
