@@ -1,10 +1,56 @@
 #include "engine/graph/executor.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <utility>
 
 #include "engine/ops/op_def.h"
 
 namespace kiln {
+
+namespace {
+
+// Ops known to write only their own node's data (StoreKV's data is the cache it
+// updates) and to read only their sources'. Ops added later are not listed
+// until someone checks them: they keep a barrier on each side.
+bool effects_known(OpKind op) noexcept {
+    switch (op) {
+        case OpKind::GetRows:
+        case OpKind::TakeRows:
+        case OpKind::Add:
+        case OpKind::Mul:
+        case OpKind::Scale:
+        case OpKind::Relu:
+        case OpKind::Silu:
+        case OpKind::GeluTanh:
+        case OpKind::SwiGlu:
+        case OpKind::RmsNorm:
+        case OpKind::LayerNorm:
+        case OpKind::Softmax:
+        case OpKind::PrepareActivations:
+        case OpKind::MatMul:
+        case OpKind::Rope:
+        case OpKind::StoreKV:
+        case OpKind::Attention: return true;
+        default: return false;
+    }
+}
+
+using Range = std::pair<uintptr_t, uintptr_t>;  // [begin, end) of bytes
+
+Range range_of(const Node& n) noexcept {
+    const auto begin = reinterpret_cast<uintptr_t>(n.data);
+    return {begin, begin + n.bytes};
+}
+
+bool overlaps(const Range& r, const std::vector<Range>& set) noexcept {
+    if (r.first == r.second) return false;
+    for (const Range& s : set)
+        if (r.first < s.second && s.first < r.second) return true;
+    return false;
+}
+
+}  // namespace
 
 Executor::Executor(Graph& graph, Mode mode)
     : graph_(graph),
@@ -19,6 +65,33 @@ Executor::Executor(Graph& graph, Mode mode)
         defs_.push_back(&def);
         if (def.scratch_floats != nullptr) scratch_floats_ = std::max(scratch_floats_, def.scratch_floats(graph_, n));
     }
+
+    // Memory read and written since the last barrier, in bytes ranges.
+    std::vector<Range> reads, writes;
+    bool after_unknown = false;
+    for (NodeId id : steps_) {
+        const Node& n = graph_.node(id);
+        const bool known = effects_known(n.op);
+        bool barrier = !known || after_unknown;
+        const Range written = range_of(n);
+        if (!barrier) barrier = overlaps(written, reads) || overlaps(written, writes);
+        for (NodeId src : n.src)
+            if (!barrier && src != kNoNode) barrier = overlaps(range_of(graph_.node(src)), writes);
+        if (barrier) {
+            reads.clear();
+            writes.clear();
+        }
+        barrier_before_.push_back(barrier);
+        writes.push_back(written);
+        for (NodeId src : n.src)
+            if (src != kNoNode) reads.push_back(range_of(graph_.node(src)));
+        after_unknown = !known;
+    }
+    if (!barrier_before_.empty()) barrier_before_.front() = false;  // nothing ran before the first step
+}
+
+size_t Executor::barrier_count() const noexcept {
+    return static_cast<size_t>(std::count(barrier_before_.begin(), barrier_before_.end(), true));
 }
 
 void Executor::run(ThreadPool& pool) {
@@ -30,10 +103,11 @@ void Executor::run(ThreadPool& pool) {
         ctx.nth = nth;
         ctx.scratch = scratch_[static_cast<size_t>(ith)].data();
         ctx.matmul = matmul_;
+        // The end of pool.run() is the barrier after the last step.
         for (size_t s = 0; s < steps_.size(); ++s) {
+            if (barrier_before_[s]) pool.barrier();
             const Node& n = graph_.node(steps_[s]);
             (mode_ == Mode::Fast ? defs_[s]->forward : defs_[s]->reference)(graph_, n, ctx);
-            pool.barrier();
         }
     });
 }
