@@ -50,6 +50,31 @@ bool overlaps(const Range& r, const std::vector<Range>& set) noexcept {
     return false;
 }
 
+// Decode-sized products (fewer tokens than this) are handed out in chunks
+// claimed at run time instead of one fixed share per thread. They stream
+// their weights from memory, and on a shared machine one thread's share
+// often takes longer than the other's (its core is interrupted, or draws less
+// bandwidth): with fixed shares the fast thread then idles at the barrier,
+// with chunks it takes over the rest. Batched products keep fixed shares:
+// each call packs all its tokens, which chunks would repeat.
+constexpr int64_t kDynamicMaxTokens = 4;
+constexpr int64_t kDotRowGranule = 4;    // the decode kernels' row tile (ops/matmul.cpp hands out the same)
+constexpr int64_t kChunksPerThread = 4;  // enough to even out, few enough that claiming costs nothing
+
+bool dynamic_matmul(const Graph& g, const Node& n) noexcept {
+    return n.op == OpKind::MatMul && n.shape.rows() < kDynamicMaxTokens && g.node(n.src[0]).shape.rank <= 2;
+}
+
+// Chunk c of the product: rows [c * chunk, (c + 1) * chunk) of the output.
+void multiply_chunk(const Graph& g, const Node& n, const kernels::MatmulKernels& k, int64_t chunk, int64_t c) {
+    const Node& w = g.node(n.src[0]);
+    const Node& x = g.node(n.src[1]);
+    const int64_t m = n.shape.ne[0];
+    const int64_t r0 = c * chunk, r1 = std::min(m, r0 + chunk);
+    if (r0 >= r1) return;
+    k.matmul(w.type, w.shape.ne[0], w.data, w.row_bytes, r0, r1, x.data, x.row_bytes, n.shape.rows(), n.row(0), m);
+}
+
 }  // namespace
 
 Executor::Executor(Graph& graph, Mode mode)
@@ -88,6 +113,9 @@ Executor::Executor(Graph& graph, Mode mode)
         after_unknown = !known;
     }
     if (!barrier_before_.empty()) barrier_before_.front() = false;  // nothing ran before the first step
+
+    for (NodeId id : steps_) dynamic_.push_back(mode_ == Mode::Fast && dynamic_matmul(graph_, graph_.node(id)));
+    next_chunk_ = std::make_unique<std::atomic<int64_t>[]>(steps_.size());
 }
 
 size_t Executor::barrier_count() const noexcept {
@@ -97,6 +125,9 @@ size_t Executor::barrier_count() const noexcept {
 void Executor::run(ThreadPool& pool) {
     if (scratch_.size() < static_cast<size_t>(pool.size()))
         scratch_.resize(static_cast<size_t>(pool.size()), std::vector<float>(scratch_floats_));
+    // Chunk c < nth goes to thread c unasked; the counters hand out the rest.
+    // Reset before the run starts (pool.run publishes them to the workers).
+    for (size_t s = 0; s < steps_.size(); ++s) next_chunk_[s].store(pool.size(), std::memory_order_relaxed);
     pool.run([&](int ith, int nth) {
         ExecContext ctx;
         ctx.ith = ith;
@@ -107,6 +138,15 @@ void Executor::run(ThreadPool& pool) {
         for (size_t s = 0; s < steps_.size(); ++s) {
             if (barrier_before_[s]) pool.barrier();
             const Node& n = graph_.node(steps_[s]);
+            if (dynamic_[s] && nth > 1) {
+                const int64_t m = n.shape.ne[0];
+                const int64_t granules = (m + kDotRowGranule - 1) / kDotRowGranule;
+                const int64_t per_chunk = std::max<int64_t>(1, granules / (nth * kChunksPerThread));
+                const int64_t chunk = per_chunk * kDotRowGranule, chunks = (m + chunk - 1) / chunk;
+                for (int64_t c = ith; c < chunks; c = next_chunk_[s].fetch_add(1, std::memory_order_relaxed))
+                    multiply_chunk(graph_, n, *matmul_, chunk, c);
+                continue;
+            }
             (mode_ == Mode::Fast ? defs_[s]->forward : defs_[s]->reference)(graph_, n, ctx);
         }
     });
