@@ -24,7 +24,7 @@ std::vector<float> random_floats(size_t n, uint32_t seed) {
 
 }  // namespace
 
-TEST_CASE("independent matmuls of one input share a barrier, their consumer waits", "[graph][barriers]") {
+TEST_CASE("independent matmuls of one input share a barrier, their consumer waits", "[graph][barriers][threads]") {
     Graph g;
     const int64_t k = 64, m = 48, tokens = 5;
     const auto w1v = random_floats(static_cast<size_t>(k * m), 1), w2v = random_floats(static_cast<size_t>(k * m), 2);
@@ -54,7 +54,7 @@ TEST_CASE("independent matmuls of one input share a barrier, their consumer wait
     }
 }
 
-TEST_CASE("a chain waits before every node, and reuse of a buffer still being read waits too", "[graph][barriers]") {
+TEST_CASE("a chain waits before every node, and reuse of a buffer still being read waits too", "[graph][barriers][threads]") {
     Graph g;
     const NodeId x = g.input("x", DType::F32, Shape::of({32, 3}));
     NodeId y = x;
