@@ -129,19 +129,27 @@ TEST_CASE("kiln-perplexity --kl-base: KL divergence, top-1 agreement and PPL rat
                                                                        s.q8_0, s.text, ctx, threads, s.base()));
         INFO(run.out << run.err);
         REQUIRE(run.status == 0);
+        // The base is the F32 model, continuous in its inputs: kiln and PyTorch agree to 1e-5.
         CHECK(printed(run.out, "base PPL") == Approx(std::stod(fixture["base_ppl"])).epsilon(1e-5));
-        CHECK(printed(run.out, "PPL") == Approx(std::stod(fixture["ppl"])).epsilon(1e-5));
-        CHECK(printed(run.out, "PPL ratio") == Approx(std::stod(fixture["ppl_ratio"])).epsilon(1e-5));
-        // Float sums in another order move the KL by far less than 1%.
-        CHECK(printed(run.out, "mean KL divergence") == Approx(std::stod(fixture["mean_kl"])).epsilon(0.01));
-        CHECK(printed(run.out, "max KL divergence") == Approx(std::stod(fixture["max_kl"])).epsilon(0.02));
+        // The Q8_0 side rounds every activation row to 8 bits, a step function:
+        // a 1-ulp difference upstream (another summation order) can move one
+        // code by one step, which moves that window's later logits by up to
+        // ~0.3 on this small model. kiln's own scalar and SIMD kernel sets
+        // differ from each other that much (PPL 69.940 vs 69.926; reference
+        // 69.917). So the Q8_0 figures are checked to what such flips allow,
+        // still far tighter than any error in the formulas would give (a
+        // wrong log base, a missing normalization, the other model's
+        // probabilities as weights are each off by large factors).
+        CHECK(printed(run.out, "PPL") == Approx(std::stod(fixture["ppl"])).epsilon(1e-3));
+        CHECK(printed(run.out, "PPL ratio") == Approx(std::stod(fixture["ppl_ratio"])).epsilon(1e-3));
+        CHECK(printed(run.out, "mean KL divergence") == Approx(std::stod(fixture["mean_kl"])).epsilon(0.05));
+        CHECK(printed(run.out, "max KL divergence") == Approx(std::stod(fixture["max_kl"])).epsilon(0.2));
         int same = 0, scored = 0;
         const size_t at = run.out.find("top-1 agreement = ");
         REQUIRE(at != std::string::npos);
         REQUIRE(std::sscanf(run.out.c_str() + at, "top-1 agreement = %*f%% (%d of %d)", &same, &scored) == 2);
         CHECK(scored == std::stoi(fixture["scored"]));
-        // A near-tie between the two best tokens may fall either way.
-        CHECK(std::abs(same - std::stoi(fixture["same_top"])) <= 2);
+        CHECK(std::abs(same - std::stoi(fixture["same_top"])) <= 10);
     }
 
     // The base model against its own logits: nothing diverges.

@@ -1,10 +1,81 @@
 #include "engine/graph/executor.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <utility>
 
 #include "engine/ops/op_def.h"
 
 namespace kiln {
+
+namespace {
+
+// Ops known to write only their own node's data (StoreKV's data is the cache it
+// updates) and to read only their sources'. Ops added later are not listed
+// until someone checks them: they keep a barrier on each side.
+bool effects_known(OpKind op) noexcept {
+    switch (op) {
+        case OpKind::GetRows:
+        case OpKind::TakeRows:
+        case OpKind::Add:
+        case OpKind::Mul:
+        case OpKind::Scale:
+        case OpKind::Relu:
+        case OpKind::Silu:
+        case OpKind::GeluTanh:
+        case OpKind::SwiGlu:
+        case OpKind::RmsNorm:
+        case OpKind::LayerNorm:
+        case OpKind::Softmax:
+        case OpKind::PrepareActivations:
+        case OpKind::MatMul:
+        case OpKind::Rope:
+        case OpKind::StoreKV:
+        case OpKind::Attention: return true;
+        default: return false;
+    }
+}
+
+using Range = std::pair<uintptr_t, uintptr_t>;  // [begin, end) of bytes
+
+Range range_of(const Node& n) noexcept {
+    const auto begin = reinterpret_cast<uintptr_t>(n.data);
+    return {begin, begin + n.bytes};
+}
+
+bool overlaps(const Range& r, const std::vector<Range>& set) noexcept {
+    if (r.first == r.second) return false;
+    for (const Range& s : set)
+        if (r.first < s.second && s.first < r.second) return true;
+    return false;
+}
+
+// Decode-sized products (fewer tokens than this) are handed out in chunks
+// claimed at run time instead of one fixed share per thread. They stream
+// their weights from memory, and on a shared machine one thread's share
+// often takes longer than the other's (its core is interrupted, or draws less
+// bandwidth): with fixed shares the fast thread then idles at the barrier,
+// with chunks it takes over the rest. Batched products keep fixed shares:
+// each call packs all its tokens, which chunks would repeat.
+constexpr int64_t kDynamicMaxTokens = 4;
+constexpr int64_t kDotRowGranule = 4;    // the decode kernels' row tile (ops/matmul.cpp hands out the same)
+constexpr int64_t kChunksPerThread = 4;  // enough to even out, few enough that claiming costs nothing
+
+bool dynamic_matmul(const Graph& g, const Node& n) noexcept {
+    return n.op == OpKind::MatMul && n.shape.rows() < kDynamicMaxTokens && g.node(n.src[0]).shape.rank <= 2;
+}
+
+// Chunk c of the product: rows [c * chunk, (c + 1) * chunk) of the output.
+void multiply_chunk(const Graph& g, const Node& n, const kernels::MatmulKernels& k, int64_t chunk, int64_t c) {
+    const Node& w = g.node(n.src[0]);
+    const Node& x = g.node(n.src[1]);
+    const int64_t m = n.shape.ne[0];
+    const int64_t r0 = c * chunk, r1 = std::min(m, r0 + chunk);
+    if (r0 >= r1) return;
+    k.matmul(w.type, w.shape.ne[0], w.data, w.row_bytes, r0, r1, x.data, x.row_bytes, n.shape.rows(), n.row(0), m);
+}
+
+}  // namespace
 
 Executor::Executor(Graph& graph, Mode mode)
     : graph_(graph),
@@ -19,21 +90,64 @@ Executor::Executor(Graph& graph, Mode mode)
         defs_.push_back(&def);
         if (def.scratch_floats != nullptr) scratch_floats_ = std::max(scratch_floats_, def.scratch_floats(graph_, n));
     }
+
+    // Memory read and written since the last barrier, in bytes ranges.
+    std::vector<Range> reads, writes;
+    bool after_unknown = false;
+    for (NodeId id : steps_) {
+        const Node& n = graph_.node(id);
+        const bool known = effects_known(n.op);
+        bool barrier = !known || after_unknown;
+        const Range written = range_of(n);
+        if (!barrier) barrier = overlaps(written, reads) || overlaps(written, writes);
+        for (NodeId src : n.src)
+            if (!barrier && src != kNoNode) barrier = overlaps(range_of(graph_.node(src)), writes);
+        if (barrier) {
+            reads.clear();
+            writes.clear();
+        }
+        barrier_before_.push_back(barrier);
+        writes.push_back(written);
+        for (NodeId src : n.src)
+            if (src != kNoNode) reads.push_back(range_of(graph_.node(src)));
+        after_unknown = !known;
+    }
+    if (!barrier_before_.empty()) barrier_before_.front() = false;  // nothing ran before the first step
+
+    for (NodeId id : steps_) dynamic_.push_back(mode_ == Mode::Fast && dynamic_matmul(graph_, graph_.node(id)));
+    next_chunk_ = std::make_unique<std::atomic<int64_t>[]>(steps_.size());
+}
+
+size_t Executor::barrier_count() const noexcept {
+    return static_cast<size_t>(std::count(barrier_before_.begin(), barrier_before_.end(), true));
 }
 
 void Executor::run(ThreadPool& pool) {
     if (scratch_.size() < static_cast<size_t>(pool.size()))
         scratch_.resize(static_cast<size_t>(pool.size()), std::vector<float>(scratch_floats_));
+    // Chunk c < nth goes to thread c unasked; the counters hand out the rest.
+    // Reset before the run starts (pool.run publishes them to the workers).
+    for (size_t s = 0; s < steps_.size(); ++s) next_chunk_[s].store(pool.size(), std::memory_order_relaxed);
     pool.run([&](int ith, int nth) {
         ExecContext ctx;
         ctx.ith = ith;
         ctx.nth = nth;
         ctx.scratch = scratch_[static_cast<size_t>(ith)].data();
         ctx.matmul = matmul_;
+        // The end of pool.run() is the barrier after the last step.
         for (size_t s = 0; s < steps_.size(); ++s) {
+            if (barrier_before_[s]) pool.barrier();
             const Node& n = graph_.node(steps_[s]);
+            if (dynamic_[s] && nth > 1) {
+                const int64_t m = n.shape.ne[0];
+                const int64_t granules = (m + kDotRowGranule - 1) / kDotRowGranule;
+                const int64_t per_chunk = std::max<int64_t>(1, granules / (nth * kChunksPerThread));
+                const int64_t chunk = per_chunk * kDotRowGranule, chunks = (m + chunk - 1) / chunk;
+                for (int64_t c = ith; c < chunks; c = next_chunk_[s].fetch_add(1, std::memory_order_relaxed))
+                    multiply_chunk(graph_, n, *matmul_, chunk, c);
+                continue;
+            }
             (mode_ == Mode::Fast ? defs_[s]->forward : defs_[s]->reference)(graph_, n, ctx);
-            pool.barrier();
         }
     });
 }
