@@ -92,7 +92,7 @@ TEST_CASE("nanoGPT checkpoints become gpt2 GGUF files holding exactly the torch 
     test::TempDir dir;
     const GgufFile expected = GgufFile::open(gpt2_fixture("expected_tensors.gguf"));
     const GgufFile converted = GgufFile::open(convert(dir, gpt2_fixture("nanogpt_bias.pt")));
-    check_tensors(converted, expected, "nanogpt_bias");  // tied: no output.weight; attn.bias buffers dropped
+    check_tensors(converted, expected, "nanogpt_bias");  // tied: output.weight = wte; attn.bias buffers dropped
     CHECK(converted.get_string("general.architecture") == "gpt2");
     CHECK(converted.get_string("general.name") == "nanogpt_bias");
     CHECK(meta_int(converted, "gpt2.context_length") == 64);
@@ -105,9 +105,12 @@ TEST_CASE("nanoGPT checkpoints become gpt2 GGUF files holding exactly the torch 
 
     // bias=False and torch.compile's "_orig_mod." prefix: no bias tensors at all.
     const GgufFile nobias = GgufFile::open(convert(dir, gpt2_fixture("nanogpt_nobias_compiled.pt")));
-    CHECK(nobias.tensors().size() == 2 + 6 * 3 + 1);
+    CHECK(nobias.tensors().size() == 2 + 6 * 3 + 2);
     for (const GgufTensor& t : nobias.tensors()) CHECK_FALSE(t.name.ends_with(".bias"));
-    CHECK(nobias.find_tensor("output.weight") == nullptr);
+    // Tied: output.weight repeats token_embd.weight (llama.cpp's gpt2 loader requires the tensor).
+    const GgufTensor& head = nobias.get_tensor("output.weight");
+    const GgufTensor& embd = nobias.get_tensor("token_embd.weight");
+    CHECK(std::equal(head.data.begin(), head.data.end(), embd.data.begin(), embd.data.end()));
 }
 
 TEST_CASE("Hugging Face GPT-2 folders: Conv1D transposed back, tied and untied heads", "[convert][gpt2][safetensors]") {
@@ -120,8 +123,13 @@ TEST_CASE("Hugging Face GPT-2 folders: Conv1D transposed back, tied and untied h
     CHECK(meta_int(untied, "gpt2.feed_forward_length") == 192);  // n_inner null: 4 * n_embd
 
     const GgufFile tied = GgufFile::open(convert(dir, gpt2_fixture("gpt2_hf")));
-    CHECK(tied.find_tensor("output.weight") == nullptr);
-    CHECK(tied.tensors().size() == untied.tensors().size() - 1);
+    const GgufTensor& head = tied.get_tensor("output.weight");
+    const GgufTensor& embd = tied.get_tensor("token_embd.weight");
+    CHECK(std::equal(head.data.begin(), head.data.end(), embd.data.begin(), embd.data.end()));
+    CHECK(tied.tensors().size() == untied.tensors().size());
+    const GgufTensor& untied_head = untied.get_tensor("output.weight");
+    const GgufTensor& untied_embd = untied.get_tensor("token_embd.weight");
+    CHECK_FALSE(std::equal(untied_head.data.begin(), untied_head.data.end(), untied_embd.data.begin(), untied_embd.data.end()));
     // The same Conv1D transposition: the QKV matrix is [d, 3d] in ggml order.
     CHECK(tied.get_tensor("blk.2.attn_qkv.weight").dims == std::vector<uint64_t>{48, 144});
     CHECK(tied.get_tensor("blk.0.ffn_down.weight").dims == std::vector<uint64_t>{192, 48});

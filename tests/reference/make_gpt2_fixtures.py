@@ -48,8 +48,8 @@ Reference GGUFs (written by gguf_io.write_gguf), one per model: <model>_referenc
             tokens, J = 0 is the best; as many as the .normalized array has entries).
 Beam search and greedy follow CONTRACTS.md §5 (beam_search_reference.py).
 
-expected_tensors.gguf: what kiln-convert must write for nanogpt_bias.pt (tied: no output.weight)
-and gpt2_hf_untied/ (Conv1D transposed back; output.weight), computed from the torch modules
+expected_tensors.gguf: what kiln-convert must write for nanogpt_bias.pt (tied: output.weight
+holds wte's values, written because llama.cpp's gpt2 loader requires it) and gpt2_hf_untied/ (Conv1D transposed back; output.weight), computed from the torch modules
 (not read back from the saved files), named "<model>/<llama.cpp name>", float32, numpy shape =
 torch (out, in) = ggml [in, out].
 """
@@ -230,7 +230,7 @@ def write_reference(name, model, prompts, eos, source, summary):
 EXPECTED = []  # (name, float32 array) for expected_tensors.gguf
 
 
-def record_expected(stem, model, tied):
+def record_expected(stem, model):
     """The tensors kiln-convert must write, in llama.cpp's gpt2 names, computed from the
     torch model itself (not from the saved file): numpy shape (out, in) = ggml [in, out]."""
     def a(t):
@@ -248,8 +248,8 @@ def record_expected(stem, model, tied):
     out.append(("output_norm.weight", a(t.ln_f.weight)))
     if t.ln_f.bias is not None:
         out.append(("output_norm.bias", a(t.ln_f.bias)))
-    if not tied:
-        out.append(("output.weight", a(model.lm_head.weight)))
+    # Always written (tied: wte's values again), as llama.cpp's gpt2 loader requires it.
+    out.append(("output.weight", a(model.lm_head.weight)))
     EXPECTED.extend(("%s/%s" % (stem, name), arr) for name, arr in out)
 
 
@@ -277,7 +277,7 @@ def make_nanogpt(summary):
         torch.save(checkpoint, os.path.join(OUT, name + ".pt"))
         write_reference(name, model, prompts, None, name + ".pt", summary)
         if name == "nanogpt_bias":
-            record_expected(name, model, tied=True)
+            record_expected(name, model)
 
 
 def hf_state_dict(model, config, tied):
@@ -345,7 +345,7 @@ def make_hf(summary):
             f.write("\n")
         write_reference(name, model, prompts, eos, name, summary)
         if not tied:
-            record_expected(name, model, tied=False)
+            record_expected(name, model)
 
 
 def main():
