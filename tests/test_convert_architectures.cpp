@@ -113,6 +113,39 @@ TEST_CASE("nanoGPT checkpoints become gpt2 GGUF files holding exactly the torch 
     CHECK(std::equal(head.data.begin(), head.data.end(), embd.data.begin(), embd.data.end()));
 }
 
+TEST_CASE("GPT2LMHeadModel state dicts in .pt files: Conv1D matrices are told by shape and transposed back",
+          "[convert][gpt2]") {
+    // nanogpt_bias.pt with its four matrices per layer re-laid out as HF's Conv1D (in, out).
+    TorchCheckpoint c = read_torch_checkpoint(gpt2_fixture("nanogpt_bias.pt"));
+    std::vector<std::vector<std::byte>> transposed;
+    transposed.reserve(c.tensors.size());
+    for (TorchTensor& t : c.tensors) {
+        const bool conv = t.name.ends_with("c_attn.weight") || t.name.ends_with("c_proj.weight") ||
+                          t.name.ends_with("c_fc.weight");
+        if (!conv) continue;
+        const auto rows = static_cast<size_t>(t.shape[0]), cols = static_cast<size_t>(t.shape[1]);
+        std::vector<std::byte> out(t.data.size());
+        for (size_t r = 0; r < rows; ++r)
+            for (size_t col = 0; col < cols; ++col)
+                std::memcpy(out.data() + (col * rows + r) * 4, t.data.data() + (r * cols + col) * 4, 4);
+        transposed.push_back(std::move(out));
+        t.data = transposed.back();
+        t.shape = {t.shape[1], t.shape[0]};
+    }
+    const Checkpoint k = nanogpt_checkpoint_from_state_dict(c, "hf_bin");
+    const GgufFile expected = GgufFile::open(gpt2_fixture("expected_tensors.gguf"));
+    size_t compared = 0;
+    for (const CheckpointTensor& t : k.tensors) {
+        INFO(t.name);
+        const GgufTensor& e = expected.get_tensor("nanogpt_bias/" + t.name);
+        CHECK(t.dims == e.dims);
+        REQUIRE(t.data.size() == e.data.size());
+        CHECK(std::memcmp(t.data.data(), e.data.data(), e.data.size()) == 0);
+        ++compared;
+    }
+    CHECK(compared == 3 * 12 + 5);
+}
+
 TEST_CASE("Hugging Face GPT-2 folders: Conv1D transposed back, tied and untied heads", "[convert][gpt2][safetensors]") {
     test::TempDir dir;
     const GgufFile expected = GgufFile::open(gpt2_fixture("expected_tensors.gguf"));
