@@ -63,6 +63,13 @@ import sys
 import numpy as np
 import torch
 
+DESCRIPTION = (
+    "PyTorch reference for a gpt2 model (tests/reference/make_gpt2_fixtures.py). reference.source: the checkpoint "
+    "in tests/fixtures/gpt2/ to convert. Per prompt I < reference.prompt_count: pI.text, pI.tokens (i32 prompt ids, "
+    "no BOS), pI.logits (f32 ggml [vocab, T]: logits at every prompt position), pI.greedy (i32: reference.greedy_steps "
+    "generated tokens, or up to and including EOS), and for K in 1,2,4 and A in 0.0,0.6,1.0 the beam search of "
+    "CONTRACTS.md 5 with -n reference.beam_steps: pI.beam.kK.aA.normalized/.raw (f64 arrays, best first) and "
+    "pI.beam.kK.aA.hJ (i32 generated tokens of hypothesis J). reference.eos_token_id: -1 = none.")
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import gguf_io  # noqa: E402
@@ -190,7 +197,8 @@ def tokenizer_json(vocab, merges, eos_text, eos_id):
 def reference(model, prompts, eos, source):
     """prompts: [(text, token ids)]. Returns (metadata, tensors) for gguf_io.write_gguf."""
     U32, I32, F32, STR, F64 = gguf_io.UINT32, gguf_io.INT32, gguf_io.FLOAT32, gguf_io.STRING, gguf_io.FLOAT64
-    md = [("reference.source", STR, source), ("reference.prompt_count", U32, len(prompts)),
+    md = [("reference.description", STR, DESCRIPTION),
+          ("reference.source", STR, source), ("reference.prompt_count", U32, len(prompts)),
           ("reference.greedy_steps", U32, GREEDY_STEPS), ("reference.beam_steps", U32, BEAM_STEPS),
           ("reference.eos_token_id", I32, -1 if eos is None else eos)]
     tensors = []
