@@ -92,7 +92,7 @@ TEST_CASE("nanoGPT checkpoints become gpt2 GGUF files holding exactly the torch 
     test::TempDir dir;
     const GgufFile expected = GgufFile::open(gpt2_fixture("expected_tensors.gguf"));
     const GgufFile converted = GgufFile::open(convert(dir, gpt2_fixture("nanogpt_bias.pt")));
-    check_tensors(converted, expected, "nanogpt_bias");  // tied: no output.weight; attn.bias buffers dropped
+    check_tensors(converted, expected, "nanogpt_bias");  // tied: output.weight = wte; attn.bias buffers dropped
     CHECK(converted.get_string("general.architecture") == "gpt2");
     CHECK(converted.get_string("general.name") == "nanogpt_bias");
     CHECK(meta_int(converted, "gpt2.context_length") == 64);
@@ -105,9 +105,45 @@ TEST_CASE("nanoGPT checkpoints become gpt2 GGUF files holding exactly the torch 
 
     // bias=False and torch.compile's "_orig_mod." prefix: no bias tensors at all.
     const GgufFile nobias = GgufFile::open(convert(dir, gpt2_fixture("nanogpt_nobias_compiled.pt")));
-    CHECK(nobias.tensors().size() == 2 + 6 * 3 + 1);
+    CHECK(nobias.tensors().size() == 2 + 6 * 3 + 2);
     for (const GgufTensor& t : nobias.tensors()) CHECK_FALSE(t.name.ends_with(".bias"));
-    CHECK(nobias.find_tensor("output.weight") == nullptr);
+    // Tied: output.weight repeats token_embd.weight (llama.cpp's gpt2 loader requires the tensor).
+    const GgufTensor& head = nobias.get_tensor("output.weight");
+    const GgufTensor& embd = nobias.get_tensor("token_embd.weight");
+    CHECK(std::equal(head.data.begin(), head.data.end(), embd.data.begin(), embd.data.end()));
+}
+
+TEST_CASE("GPT2LMHeadModel state dicts in .pt files: Conv1D matrices are told by shape and transposed back",
+          "[convert][gpt2]") {
+    // nanogpt_bias.pt with its four matrices per layer re-laid out as HF's Conv1D (in, out).
+    TorchCheckpoint c = read_torch_checkpoint(gpt2_fixture("nanogpt_bias.pt"));
+    std::vector<std::vector<std::byte>> transposed;
+    transposed.reserve(c.tensors.size());
+    for (TorchTensor& t : c.tensors) {
+        const bool conv = t.name.ends_with("c_attn.weight") || t.name.ends_with("c_proj.weight") ||
+                          t.name.ends_with("c_fc.weight");
+        if (!conv) continue;
+        const auto rows = static_cast<size_t>(t.shape[0]), cols = static_cast<size_t>(t.shape[1]);
+        std::vector<std::byte> out(t.data.size());
+        for (size_t r = 0; r < rows; ++r)
+            for (size_t col = 0; col < cols; ++col)
+                std::memcpy(out.data() + (col * rows + r) * 4, t.data.data() + (r * cols + col) * 4, 4);
+        transposed.push_back(std::move(out));
+        t.data = transposed.back();
+        t.shape = {t.shape[1], t.shape[0]};
+    }
+    const Checkpoint k = nanogpt_checkpoint_from_state_dict(c, "hf_bin");
+    const GgufFile expected = GgufFile::open(gpt2_fixture("expected_tensors.gguf"));
+    size_t compared = 0;
+    for (const CheckpointTensor& t : k.tensors) {
+        INFO(t.name);
+        const GgufTensor& e = expected.get_tensor("nanogpt_bias/" + t.name);
+        CHECK(t.dims == e.dims);
+        REQUIRE(t.data.size() == e.data.size());
+        CHECK(std::memcmp(t.data.data(), e.data.data(), e.data.size()) == 0);
+        ++compared;
+    }
+    CHECK(compared == 3 * 12 + 5);
 }
 
 TEST_CASE("Hugging Face GPT-2 folders: Conv1D transposed back, tied and untied heads", "[convert][gpt2][safetensors]") {
@@ -120,8 +156,13 @@ TEST_CASE("Hugging Face GPT-2 folders: Conv1D transposed back, tied and untied h
     CHECK(meta_int(untied, "gpt2.feed_forward_length") == 192);  // n_inner null: 4 * n_embd
 
     const GgufFile tied = GgufFile::open(convert(dir, gpt2_fixture("gpt2_hf")));
-    CHECK(tied.find_tensor("output.weight") == nullptr);
-    CHECK(tied.tensors().size() == untied.tensors().size() - 1);
+    const GgufTensor& head = tied.get_tensor("output.weight");
+    const GgufTensor& embd = tied.get_tensor("token_embd.weight");
+    CHECK(std::equal(head.data.begin(), head.data.end(), embd.data.begin(), embd.data.end()));
+    CHECK(tied.tensors().size() == untied.tensors().size());
+    const GgufTensor& untied_head = untied.get_tensor("output.weight");
+    const GgufTensor& untied_embd = untied.get_tensor("token_embd.weight");
+    CHECK_FALSE(std::equal(untied_head.data.begin(), untied_head.data.end(), untied_embd.data.begin(), untied_embd.data.end()));
     // The same Conv1D transposition: the QKV matrix is [d, 3d] in ggml order.
     CHECK(tied.get_tensor("blk.2.attn_qkv.weight").dims == std::vector<uint64_t>{48, 144});
     CHECK(tied.get_tensor("blk.0.ffn_down.weight").dims == std::vector<uint64_t>{192, 48});

@@ -258,3 +258,41 @@ TEST_CASE("broken vocabularies give one clear error", "[convert][tokenizer]") {
     REQUIRE_ERROR(parse_spm_model(std::as_bytes(std::span("\x0b\x00", 2)), "x.model"), "wire type 3");
     CHECK(parse_spm_model(model, "tokenizer.model").pieces.size() == 512);
 }
+
+TEST_CASE("a meta.pkl is unpickled by the whitelist: code in it never runs", "[convert][tokenizer]") {
+    test::TempDir dir;
+    // pickle protocol 2: os.system("touch /tmp/kiln-meta-pwned"), written byte by byte.
+    const std::string command = "touch /tmp/kiln-meta-pwned";
+    const std::string hostile = std::string("\x80\x02" "cos\nsystem\n" "X", 14) +
+                                std::string{static_cast<char>(command.size()), '\0', '\0', '\0'} + command + "\x85R.";
+    const auto path = dir.path() / "meta.pkl";
+    std::ofstream(path, std::ios::binary) << hostile;
+    REQUIRE_ERROR(read_nanogpt_meta(path), "refers to os.system");
+    CHECK_FALSE(std::filesystem::exists("/tmp/kiln-meta-pwned"));
+    std::ofstream(path, std::ios::binary) << std::string("\x80\x02}q\x00.", 6);  // {} : no itos or stoi
+    REQUIRE_ERROR(read_nanogpt_meta(path), "not a nanoGPT meta.pkl (no \"itos\" or \"stoi\")");
+    const auto meta = test::read_file(test::fixtures_dir() / "gpt2" / "meta.pkl");
+    test::write_file(path, std::span(meta).first(meta.size() / 2));
+    CHECK_THROWS_AS(read_nanogpt_meta(path), Error);
+    CHECK(read_nanogpt_meta(test::fixtures_dir() / "gpt2" / "meta.pkl").tokens.size() == 65);
+}
+
+TEST_CASE("corrupting any byte of tokenizer.model never crashes", "[convert][tokenizer]") {
+    auto model = test::read_file(test::fixtures_dir() / "safetensors" / "stories260K_hf" / "tokenizer.model");
+    size_t errors = 0, parsed = 0;
+    for (size_t at = 0; at < model.size(); at += 7) {
+        const std::byte saved = model[at];
+        for (uint8_t value : {uint8_t{0x00}, uint8_t{0xff}, uint8_t{0x80}}) {
+            model[at] = std::byte{value};
+            try {
+                (void)parse_spm_model(model, "tokenizer.model");
+                ++parsed;  // a changed score or character is still a valid model
+            } catch (const Error&) {
+                ++errors;
+            }
+        }
+        model[at] = saved;
+    }
+    CHECK(errors > 0);
+    CHECK(parsed > 0);
+}

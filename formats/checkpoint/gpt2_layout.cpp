@@ -76,8 +76,10 @@ public:
         add(out, required("ln_f.weight"), "output_norm.weight", {d}, false);
         if (const SourceTensor* b = find("ln_f.bias")) add(out, *b, "output_norm.bias", {d}, false);
         if (s_.head_required) required("lm_head.weight");
-        if (const SourceTensor* head = find("lm_head.weight"); head && !tied(*head, wte))
-            add(out, *head, "output.weight", {p.vocab_size, d}, false);
+        // A tied head is written as well, as a second view of wte: llama.cpp's gpt2
+        // loader requires output.weight (its own converter duplicates it too).
+        const SourceTensor* head = find("lm_head.weight");
+        add(out, head && !tied(*head, wte) ? *head : wte, "output.weight", {p.vocab_size, d}, false);
         return out;
     }
 

@@ -20,9 +20,11 @@
 // with `conv1d` set, those four matrices are expected transposed and are
 // transposed back (into Checkpoint::owned); everything else is a view.
 //
-// Left out: lm_head.weight when absent, sharing wte's storage, or holding
-// the same bytes (tied; llama.cpp then uses token_embd.weight), and the
-// attention-mask buffers h.N.attn.bias (nanoGPT on torch < 2.0, HF) and
+// output.weight is always written: lm_head.weight when it differs from wte,
+// else wte's bytes again (tied: absent, sharing wte's storage, or the same
+// bytes), because llama.cpp's gpt2 loader requires the tensor (its converter
+// duplicates it the same way); CONTRACTS.md §1 lets readers treat it either
+// way. Left out: the attention-mask buffers h.N.attn.bias (nanoGPT on torch < 2.0, HF) and
 // h.N.attn.masked_bias (HF). Every bias is optional (nanoGPT's bias=False;
 // absent = zero, a kiln extension of the layout). Any other name is an error.
 //

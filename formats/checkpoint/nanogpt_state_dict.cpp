@@ -108,7 +108,11 @@ private:
         p.context_length = arg("block_size").value_or(dim_of(s, "wpe.weight", 0));
         p.block_count = arg("n_layer").value_or(layers_found(s));
         if (p.block_count == 0) fail("pytorch", "{}: the state dict has no layers ('{}transformer.h.0.*')", c_.path, prefix_);
-        p.feed_forward_length = dim_of(s, "h.0.mlp.c_fc.weight", 0);
+        // A GPT2LMHeadModel state dict (pytorch_model.bin) keeps Conv1D's (in, out):
+        // told by c_attn being (d, 3d) rather than nn.Linear's (3d, d).
+        s.conv1d = dim_of(s, "h.0.attn.c_attn.weight", 0) == p.embedding_length &&
+                   dim_of(s, "h.0.attn.c_attn.weight", 1) == 3 * p.embedding_length;
+        p.feed_forward_length = dim_of(s, "h.0.mlp.c_fc.weight", s.conv1d ? 1 : 0);
         p.norm_eps = kNanoGptNormEps;
         s.hyper_text = fmt::format("n_embd {}, n_layer {}, n_head {}, vocab_size {}, block_size {}, mlp {}{}",
                                    p.embedding_length, p.block_count, p.head_count, p.vocab_size, p.context_length,

@@ -8,7 +8,10 @@
 // "state_dict.", each possibly with torch.compile's "_orig_mod." in front.
 // Names start with "transformer." (wte, wpe, h.N..., ln_f) or "lm_head.".
 // nn.Linear weights are (out, in), the GGUF layout already: every tensor is a
-// view of the checkpoint (F32, F16 or BF16 kept).
+// view of the checkpoint (F32, F16 or BF16 kept). A Hugging Face
+// GPT2LMHeadModel state dict saved the same way (pytorch_model.bin, same
+// names) stores Conv1D (in, out) matrices instead: told by c_attn's shape
+// (d, 3d), and transposed back (the buffers attn.masked_bias are ignored).
 //
 // Hyper-parameters: model_args.n_head is required (shapes cannot tell it);
 // n_layer, n_embd, vocab_size and block_size come from model_args when there

@@ -48,8 +48,8 @@ Reference GGUFs (written by gguf_io.write_gguf), one per model: <model>_referenc
             tokens, J = 0 is the best; as many as the .normalized array has entries).
 Beam search and greedy follow CONTRACTS.md §5 (beam_search_reference.py).
 
-expected_tensors.gguf: what kiln-convert must write for nanogpt_bias.pt (tied: no output.weight)
-and gpt2_hf_untied/ (Conv1D transposed back; output.weight), computed from the torch modules
+expected_tensors.gguf: what kiln-convert must write for nanogpt_bias.pt (tied: output.weight
+holds wte's values, written because llama.cpp's gpt2 loader requires it) and gpt2_hf_untied/ (Conv1D transposed back; output.weight), computed from the torch modules
 (not read back from the saved files), named "<model>/<llama.cpp name>", float32, numpy shape =
 torch (out, in) = ggml [in, out].
 """
@@ -63,6 +63,13 @@ import sys
 import numpy as np
 import torch
 
+DESCRIPTION = (
+    "PyTorch reference for a gpt2 model (tests/reference/make_gpt2_fixtures.py). reference.source: the checkpoint "
+    "in tests/fixtures/gpt2/ to convert. Per prompt I < reference.prompt_count: pI.text, pI.tokens (i32 prompt ids, "
+    "no BOS), pI.logits (f32 ggml [vocab, T]: logits at every prompt position), pI.greedy (i32: reference.greedy_steps "
+    "generated tokens, or up to and including EOS), and for K in 1,2,4 and A in 0.0,0.6,1.0 the beam search of "
+    "CONTRACTS.md 5 with -n reference.beam_steps: pI.beam.kK.aA.normalized/.raw (f64 arrays, best first) and "
+    "pI.beam.kK.aA.hJ (i32 generated tokens of hypothesis J). reference.eos_token_id: -1 = none.")
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import gguf_io  # noqa: E402
@@ -190,7 +197,8 @@ def tokenizer_json(vocab, merges, eos_text, eos_id):
 def reference(model, prompts, eos, source):
     """prompts: [(text, token ids)]. Returns (metadata, tensors) for gguf_io.write_gguf."""
     U32, I32, F32, STR, F64 = gguf_io.UINT32, gguf_io.INT32, gguf_io.FLOAT32, gguf_io.STRING, gguf_io.FLOAT64
-    md = [("reference.source", STR, source), ("reference.prompt_count", U32, len(prompts)),
+    md = [("reference.description", STR, DESCRIPTION),
+          ("reference.source", STR, source), ("reference.prompt_count", U32, len(prompts)),
           ("reference.greedy_steps", U32, GREEDY_STEPS), ("reference.beam_steps", U32, BEAM_STEPS),
           ("reference.eos_token_id", I32, -1 if eos is None else eos)]
     tensors = []
@@ -230,7 +238,7 @@ def write_reference(name, model, prompts, eos, source, summary):
 EXPECTED = []  # (name, float32 array) for expected_tensors.gguf
 
 
-def record_expected(stem, model, tied):
+def record_expected(stem, model):
     """The tensors kiln-convert must write, in llama.cpp's gpt2 names, computed from the
     torch model itself (not from the saved file): numpy shape (out, in) = ggml [in, out]."""
     def a(t):
@@ -248,8 +256,8 @@ def record_expected(stem, model, tied):
     out.append(("output_norm.weight", a(t.ln_f.weight)))
     if t.ln_f.bias is not None:
         out.append(("output_norm.bias", a(t.ln_f.bias)))
-    if not tied:
-        out.append(("output.weight", a(model.lm_head.weight)))
+    # Always written (tied: wte's values again), as llama.cpp's gpt2 loader requires it.
+    out.append(("output.weight", a(model.lm_head.weight)))
     EXPECTED.extend(("%s/%s" % (stem, name), arr) for name, arr in out)
 
 
@@ -277,7 +285,7 @@ def make_nanogpt(summary):
         torch.save(checkpoint, os.path.join(OUT, name + ".pt"))
         write_reference(name, model, prompts, None, name + ".pt", summary)
         if name == "nanogpt_bias":
-            record_expected(name, model, tied=True)
+            record_expected(name, model)
 
 
 def hf_state_dict(model, config, tied):
@@ -345,7 +353,7 @@ def make_hf(summary):
             f.write("\n")
         write_reference(name, model, prompts, eos, name, summary)
         if not tied:
-            record_expected(name, model, tied=False)
+            record_expected(name, model)
 
 
 def main():

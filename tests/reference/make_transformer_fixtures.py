@@ -49,6 +49,15 @@ import sys
 import numpy as np
 import torch
 
+DESCRIPTION = (
+    "PyTorch reference for a transformer (encoder-decoder) model (tests/reference/make_transformer_fixtures.py). "
+    "reference.source: the checkpoint in tests/fixtures/transformer/ to convert. Per source I < reference.source_count: "
+    "sI.text, sI.tokens (i32 source ids ending with eos), sI.prefix (i32 decoder input starting with bos), sI.logits "
+    "(f32 ggml [vocab, T]: decoder logits at every prefix position), sI.greedy (i32 generated tokens up to and "
+    "including eos, without bos), and for K in 1,2,4 and A in 0.0,0.6,1.0 the beam search of CONTRACTS.md 5 with -n "
+    "reference.beam_steps: sI.beam.kK.aA.normalized/.raw (f64, best first), sI.beam.kK.aA.hJ (i32). batch.sources "
+    "(i32 ggml [S_max, B], padded with pad), batch.lengths, batch.prefix (ggml [T, B]), batch.logits (f32 ggml "
+    "[vocab, T, B]) from one padded batch, equal to the single runs.")
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import gguf_io  # noqa: E402
@@ -103,7 +112,8 @@ def train(model, seed):
 
 def reference(model, source_name):
     U32, I32, F32, STR, F64 = gguf_io.UINT32, gguf_io.INT32, gguf_io.FLOAT32, gguf_io.STRING, gguf_io.FLOAT64
-    md = [("reference.source", STR, source_name), ("reference.source_count", U32, len(SOURCES)),
+    md = [("reference.description", STR, DESCRIPTION),
+          ("reference.source", STR, source_name), ("reference.source_count", U32, len(SOURCES)),
           ("reference.greedy_steps", U32, GREEDY_STEPS), ("reference.beam_steps", U32, BEAM_STEPS),
           ("reference.bos_token_id", I32, BOS), ("reference.eos_token_id", I32, EOS),
           ("reference.pad_token_id", I32, PAD)]
