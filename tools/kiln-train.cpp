@@ -14,6 +14,8 @@
 #include "engine/runtime/thread_pool.h"
 #include "engine/train/gpt_gguf.h"
 #include "engine/train/gpt_trainer.h"
+#include "engine/train/seq2seq_gguf.h"
+#include "engine/train/seq2seq_trainer.h"
 #include "engine/train/train_log.h"
 #include "tools/common/cli.h"
 
@@ -24,6 +26,7 @@ using namespace kiln;
 using namespace kiln::train;
 
 constexpr std::string_view kUsage = R"(usage: kiln-train -f TEXT -o MODEL.gguf [options]
+       kiln-train --task reverse -o MODEL.gguf [options]
 
 Trains a character-level GPT (pre-LN, learned positions, GELU, tied head: the
 gpt2 layout) on a text file. The vocabulary is every character of the text;
@@ -32,6 +35,14 @@ MODEL.csv (one row per step), MODEL.svg (loss curve) and the checkpoint
 MODEL.ckpt.gguf (weights, AdamW moments, step, data generator state).
 
   -f, --file FILE           training text (UTF-8)
+      --task reverse        instead of a text: train an encoder-decoder Transformer
+                            (architecture "transformer") to reverse strings of up to
+                            --max-length letters; reports exact match on --held-out
+                            examples (greedy decoding). --layers is per stack.
+      --max-length N        longest string of the task (10)
+      --held-out N          held-out examples (500)
+      --post-ln             post-LN blocks (default pre-LN)
+      --gelu                exact GELU feed-forward (default relu)
   -o, --output FILE         the final model
       --type T              final model matrices: f32 (default), f16, bf16, q8_0, q4_0
       --resume FILE         continue from a checkpoint (same text and flags)
@@ -66,7 +77,9 @@ Reporting:
 )";
 
 struct Options {
-    std::string text, output, checkpoint, resume;
+    std::string text, output, checkpoint, resume, task;
+    int64_t max_length = 10, held_out = 500;
+    bool post_ln = false, gelu = false;
     DType type = DType::F32;
     TrainOptions train;
     int64_t iters = 2000, decay_iters = -1, eval_interval = 250, eval_batches = 20, checkpoint_interval = -1;
@@ -87,6 +100,13 @@ Options parse(int argc, char** argv) {
             fmt::print("{}", kUsage);
             std::exit(0);
         } else if (flag == "-f" || flag == "--file") o.text = args.value(flag);
+        else if (flag == "--task") {
+            o.task = args.value(flag);
+            if (o.task != "reverse") usage_error("--task must be 'reverse', got '{}'", o.task);
+        } else if (flag == "--max-length") o.max_length = integer(1, 256);
+        else if (flag == "--held-out") o.held_out = integer(1, 1 << 20);
+        else if (flag == "--post-ln") o.post_ln = true;
+        else if (flag == "--gelu") o.gelu = true;
         else if (flag == "-o" || flag == "--output") o.output = args.value(flag);
         else if (flag == "--type") {
             const std::string_view name = args.value(flag);
@@ -122,7 +142,9 @@ Options parse(int argc, char** argv) {
         else if (flag == "-t" || flag == "--threads") o.threads = integer(1, 1024);
         else usage_error("unknown argument '{}'", flag);
     }
-    if (o.text.empty()) usage_error("a training text is required (-f FILE)");
+    if (o.text.empty() && o.task.empty()) usage_error("a training text is required (-f FILE)");
+    if (!o.text.empty() && !o.task.empty()) usage_error("-f and --task exclude each other");
+    if (!o.task.empty() && !o.resume.empty()) usage_error("--resume is for text models only");
     if (o.output.empty()) usage_error("an output path is required (-o MODEL.gguf)");
     if (!o.ffn_set) m.ffn = 4 * m.width;
     if (m.width % m.heads != 0) usage_error("--width {} is not divisible by --heads {}", m.width, m.heads);
@@ -149,7 +171,54 @@ std::string duration(double seconds) {
     return fmt::format("{}s", s);
 }
 
+// The encoder-decoder on the generated reversal task.
+int run_reverse_task(const Options& o) {
+    const ReverseTask task(o.max_length, o.held_out, o.train.seed);
+    Seq2SeqTrainOptions s;
+    s.model.context = task.sequence_length();
+    s.model.width = o.train.model.width;
+    s.model.encoder_layers = s.model.decoder_layers = o.train.model.layers;
+    s.model.heads = o.train.model.heads;
+    s.model.ffn = o.train.model.ffn;
+    s.model.norm_first = !o.post_ln;
+    s.model.gelu = o.gelu;
+    s.batch = o.train.batch;
+    s.optimizer = o.train.optimizer();
+    s.seed = o.train.seed;
+    ThreadPool pool(o.threads > 0 ? static_cast<int>(o.threads) : ThreadPool::physical_cores());
+    Seq2SeqTrainer trainer(s, task, pool);
+    size_t n_params = 0;
+    for (const ParamTensor& t : trainer.model().tensors()) n_params += t.segment.count;
+    fmt::print(stderr,
+               "kiln-train: reverse strings of 1..{} letters ({} held out); encoder-decoder {}+{} layers, {} heads, "
+               "width {}, {}: {:.2f}M parameters; {} threads\n",
+               o.max_length, task.held_out().size(), s.model.encoder_layers, s.model.decoder_layers, s.model.heads,
+               s.model.width, s.model.norm_first ? "pre-LN" : "post-LN", static_cast<double>(n_params) / 1e6, pool.size());
+    const bool tty = isatty(fileno(stderr)) != 0;
+    const auto started = std::chrono::steady_clock::now();
+    double accuracy = 0.0;
+    while (trainer.steps_done() < o.iters) {
+        const StepResult r = trainer.step();
+        const int64_t step = trainer.steps_done();
+        if (tty) fmt::print(stderr, "\rstep {}/{}  loss {:.4f}  lr {:.2e}   ", step, o.iters, r.loss, r.lr);
+        if (step % o.eval_interval == 0 || step == o.iters) {
+            accuracy = trainer.held_out_accuracy();
+            if (tty) fmt::print(stderr, "\r\x1b[K");
+            fmt::print(stderr, "step {}: loss {:.4f}, held-out exact match {:.2f}%\n", step, r.loss, 100.0 * accuracy);
+        }
+    }
+    std::vector<int32_t> types(ReverseTask::vocabulary().size(), 1);
+    for (int32_t special : {ReverseTask::kPad, ReverseTask::kBos, ReverseTask::kEos}) types[static_cast<size_t>(special)] = 3;
+    write_seq2seq_model(o.output, trainer.model(), ReverseTask::vocabulary(), types,
+                        {ReverseTask::kBos, ReverseTask::kEos, ReverseTask::kPad}, o.type);
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    fmt::print(stderr, "kiln-train: wrote {} ({}); held-out exact match {:.2f}% (greedy) after {}\n", o.output,
+               dtype_name(o.type), 100.0 * accuracy, duration(elapsed));
+    return 0;
+}
+
 int run(Options o) {
+    if (!o.task.empty()) return run_reverse_task(o);
     const std::string text = read_text(o.text);
     std::optional<LoadedGpt> resumed;
     if (!o.resume.empty()) {

@@ -11,16 +11,6 @@ namespace kiln::train {
 
 namespace {
 
-// Tensors start on 64-byte boundaries (16 floats), as the engine's own buffers.
-constexpr size_t kAlignFloats = 16;
-
-Shape shape_of(const std::vector<uint64_t>& dims) {
-    Shape s;
-    s.rank = static_cast<int>(dims.size());
-    for (size_t i = 0; i < dims.size(); ++i) s.ne[i] = static_cast<int64_t>(dims[i]);
-    return s;
-}
-
 std::string block(int64_t layer, const char* rest) { return "blk." + std::to_string(layer) + "." + rest; }
 
 }  // namespace
@@ -56,28 +46,13 @@ GptModel::GptModel(GptConfig config, bool decay_embeddings) : config_(config) {
     }
     add("output_norm.weight", {d}, false);
     add("output_norm.bias", {d}, false);
-    size_t total = 0;
-    for (ParamTensor& t : tensors_) {
-        t.segment.offset = total;
-        total += (t.segment.count + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
-    }
-    data_.assign(total, 0.0f);
-}
-
-void GptModel::add(std::string name, std::vector<uint64_t> dims, bool decay) {
-    ParamTensor t;
-    t.name = std::move(name);
-    t.dims = std::move(dims);
-    t.segment.count = 1;
-    for (uint64_t x : t.dims) t.segment.count *= static_cast<size_t>(x);
-    t.segment.decay = decay;
-    tensors_.push_back(std::move(t));
+    allocate();
 }
 
 void GptModel::initialize(Rng& rng) {
     const double residual_std = 0.02 / std::sqrt(2.0 * static_cast<double>(config_.layers));
-    for (const ParamTensor& t : tensors_) {
-        float* p = data_.data() + t.segment.offset;
+    for (const ParamTensor& t : tensors()) {
+        float* p = data().data() + t.segment.offset;
         const bool norm_weight = t.name.ends_with("norm.weight");
         const bool bias = t.name.ends_with(".bias");
         const bool residual = t.name.ends_with("attn_output.weight") || t.name.ends_with("ffn_down.weight");
@@ -87,24 +62,6 @@ void GptModel::initialize(Rng& rng) {
             else p[i] = static_cast<float>(rng.normal() * (residual ? residual_std : 0.02));
         }
     }
-}
-
-std::vector<ParamSegment> GptModel::segments() const {
-    std::vector<ParamSegment> s;
-    for (const ParamTensor& t : tensors_) s.push_back(t.segment);
-    return s;
-}
-
-const ParamTensor* GptModel::find(const std::string& name) const {
-    for (const ParamTensor& t : tensors_)
-        if (t.name == name) return &t;
-    return nullptr;
-}
-
-float* GptModel::tensor(const std::string& name) {
-    const ParamTensor* t = find(name);
-    if (t == nullptr) fail("gpt", "no tensor {}", name);
-    return data_.data() + t->segment.offset;
 }
 
 void GptGraph::set_dropout_seed(uint64_t seed) {
@@ -123,13 +80,8 @@ std::unique_ptr<GptGraph> build_gpt_graph(GptModel& model, int64_t batch, int64_
     out->batch = batch;
     out->context = context;
     Graph& g = out->graph;
-    for (const ParamTensor& t : model.tensors())
-        out->params.push_back(g.state(t.name, DType::F32, shape_of(t.dims), model.data().data() + t.segment.offset));
-    const auto param = [&](const std::string& name) -> NodeId {
-        for (size_t i = 0; i < model.tensors().size(); ++i)
-            if (model.tensors()[i].name == name) return out->params[i];
-        return kNoNode;
-    };
+    out->params = model.add_states(g);
+    const auto param = [&](const std::string& name) { return model.node_of(out->params, name); };
     const int64_t rows = batch * context, d = c.width;
     out->tokens = g.input("tokens", DType::I32, Shape::of({rows}));
     out->positions = g.input("positions", DType::I32, Shape::of({rows}));

@@ -14,6 +14,7 @@
 
 #include "engine/graph/graph.h"
 #include "engine/train/adamw.h"
+#include "engine/train/param_model.h"
 #include "engine/train/rng.h"
 
 namespace kiln::train {
@@ -32,14 +33,7 @@ struct GptConfig {
     void validate() const;
 };
 
-struct ParamTensor {
-    std::string name;             // GGUF name, e.g. "blk.0.attn_qkv.weight"
-    std::vector<uint64_t> dims;   // ggml order
-    ParamSegment segment;         // place in the flat buffer; decay: weight decay applies
-    bool is_matrix() const noexcept { return dims.size() == 2; }
-};
-
-class GptModel {
+class GptModel : public ParamModel {
 public:
     explicit GptModel(GptConfig config, bool decay_embeddings = false);
 
@@ -49,19 +43,9 @@ public:
     void initialize(Rng& rng);
 
     const GptConfig& config() const noexcept { return config_; }
-    const std::vector<ParamTensor>& tensors() const noexcept { return tensors_; }
-    std::vector<ParamSegment> segments() const;
-    std::vector<float>& data() noexcept { return data_; }
-    const std::vector<float>& data() const noexcept { return data_; }
-    float* tensor(const std::string& name);
-    const ParamTensor* find(const std::string& name) const;
 
 private:
-    void add(std::string name, std::vector<uint64_t> dims, bool decay);
-
     GptConfig config_;
-    std::vector<ParamTensor> tensors_;
-    std::vector<float> data_;
 };
 
 // A planned graph over a model's parameters with its input and output nodes.

@@ -13,6 +13,7 @@
 #include "engine/train/char_corpus.h"
 #include "engine/train/gpt_gguf.h"
 #include "engine/train/gpt_model.h"
+#include "engine/train/optimizer.h"
 #include "engine/train/schedule.h"
 
 namespace kiln::train {
@@ -27,12 +28,8 @@ struct TrainOptions {
     float dropout = 0.0f;
     bool decay_embeddings = false;
     uint64_t seed = 1337;
-};
 
-struct StepResult {
-    double loss = 0.0;       // mean over the micro-batches
-    double grad_norm = 0.0;  // before clipping
-    double lr = 0.0;
+    OptimizerOptions optimizer() const { return {schedule, adam, grad_clip}; }
 };
 
 class GptTrainer {
@@ -54,28 +51,25 @@ public:
     // by (seed, step), so evaluation never disturbs the training batches.
     double evaluate(const std::vector<int32_t>& data, int64_t batches);
 
-    int64_t steps_done() const noexcept { return step_; }
+    int64_t steps_done() const noexcept { return optimizer_->steps_done(); }
     GptModel& model() noexcept { return *model_; }
     TrainingState training_state() const;
     const TrainOptions& options() const noexcept { return options_; }
     // The last step's gradients, flat like the model: averaged over the
     // micro-batches, before clipping.
-    const std::vector<float>& gradients() const noexcept { return grads_; }
+    const std::vector<float>& gradients() const noexcept { return optimizer_->gradients(); }
 
 private:
     // Runs the training graph on the batch in its inputs; adds the gradients up.
     void run_micro_batch(int64_t micro, bool first);
-    StepResult finish_step(double loss_sum);
 
     TrainOptions options_;
     ThreadPool& pool_;
     std::unique_ptr<GptModel> model_;
     std::unique_ptr<GptGraph> train_graph_, eval_graph_;
     std::unique_ptr<Executor> train_exec_, eval_exec_;
-    std::unique_ptr<AdamW> adam_;
-    std::vector<float> grads_;
+    std::unique_ptr<Optimizer> optimizer_;
     Rng rng_;
-    int64_t step_ = 0;
 };
 
 }  // namespace kiln::train
