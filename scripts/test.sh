@@ -27,6 +27,12 @@ cmake --build "$dir" -j"$(nproc)"
 # (Catch2 v2's listing exits with the number of tests it listed, hence the || true.)
 catch_count=$( ("$dir/tests/kiln-tests" --list-test-names-only || true) | grep -c .)
 ctest_count=$(ctest --test-dir "$dir" -N | sed -n 's/^Total Tests: //p')
+# A name starting with '-' reads as a flag when CTest passes it back: Catch2
+# would then run every test under that one name.
+if ("$dir/tests/kiln-tests" --list-test-names-only || true) | grep -q '^-'; then
+  echo "a test name starts with '-': rename it" >&2
+  exit 1
+fi
 if [ "$catch_count" != "$ctest_count" ]; then
   echo "CTest sees $ctest_count tests but kiln-tests has $catch_count: check test names for ';' or '['" >&2
   exit 1
