@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "engine/core/error.h"
+#include "engine/models/graph_cache.h"
 
 namespace kiln {
 
@@ -21,10 +22,7 @@ NodeId SlotDecoderSession::value_cache(Graph& g, int64_t layer) {
 }
 
 SlotDecoderSession::Compiled& SlotDecoderSession::compiled(int64_t n, bool last_only) {
-    auto [it, inserted] = graphs_.try_emplace({n, last_only});
-    if (!inserted) return it->second;
-    try {
-        Compiled& c = it->second;
+    return cached_graph(graphs_, std::pair{n, last_only}, [&](Compiled& c) {
         Graph& g = c.graph;
         c.in.n = n;
         c.in.tokens = g.input("tokens", DType::I32, Shape::of({n}));
@@ -34,11 +32,7 @@ SlotDecoderSession::Compiled& SlotDecoderSession::compiled(int64_t n, bool last_
         c.logits = build_forward(g, c.in, last_only);
         g.mark_output(c.logits);
         c.executor = std::make_unique<Executor>(g, mode_);
-    } catch (...) {
-        graphs_.erase(it);
-        throw;
-    }
-    return it->second;
+    });
 }
 
 std::span<const float> SlotDecoderSession::run(std::span<const int32_t> tokens, std::span<const int32_t> slots,

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "engine/core/error.h"
+#include "engine/models/graph_cache.h"
 #include "engine/models/model_tensors.h"
 #include "engine/ops/ops.h"
 
@@ -160,10 +161,7 @@ TransformerSession::TransformerSession(const TransformerModel& model, int64_t n_
 }
 
 TransformerSession::EncoderGraph& TransformerSession::encoder_graph(int64_t n_sources, int64_t length) {
-    auto [it, inserted] = encoders_.try_emplace({n_sources, length});
-    if (!inserted) return it->second;
-    try {
-        EncoderGraph& e = it->second;
+    return cached_graph(encoders_, std::pair{n_sources, length}, [&](EncoderGraph& e) {
         Graph& g = e.graph;
         Builder b{g, model_};
         const TransformerConfig& c = model_.config();
@@ -193,11 +191,7 @@ TransformerSession::EncoderGraph& TransformerSession::encoder_graph(int64_t n_so
             g.mark_output(ops::store_kv(g, v_state, b.linear(L.cross.v, x), e.cache_rows));
         }
         e.executor = std::make_unique<Executor>(g, mode_);
-    } catch (...) {
-        encoders_.erase(it);
-        throw;
-    }
-    return it->second;
+    });
 }
 
 void TransformerSession::encode(std::span<const std::vector<int32_t>> sources, ThreadPool& pool) {
@@ -257,10 +251,7 @@ void TransformerSession::set_source(int64_t slot, int64_t source) {
 }
 
 TransformerSession::DecoderGraph& TransformerSession::decoder_graph(int64_t n) {
-    auto [it, inserted] = decoders_.try_emplace(n);
-    if (!inserted) return it->second;
-    try {
-        DecoderGraph& d = it->second;
+    return cached_graph(decoders_, n, [&](DecoderGraph& d) {
         Graph& g = d.graph;
         Builder b{g, model_};
         const TransformerConfig& c = model_.config();
@@ -301,11 +292,7 @@ TransformerSession::DecoderGraph& TransformerSession::decoder_graph(int64_t n) {
         d.logits = b.linear(model_.output(), x);
         g.mark_output(d.logits);
         d.executor = std::make_unique<Executor>(g, mode_);
-    } catch (...) {
-        decoders_.erase(it);
-        throw;
-    }
-    return it->second;
+    });
 }
 
 std::span<const float> TransformerSession::decode(std::span<const int32_t> tokens, std::span<const int32_t> slots,
