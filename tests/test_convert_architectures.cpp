@@ -348,4 +348,11 @@ TEST_CASE("kiln-convert names the architectures it knows and writes nothing on e
         std::ofstream(relu / "config.json") << config;
     }
     expect_failure(relu, "", "activation_function 'relu' is not the tanh GELU");
+
+    // Weights only as pytorch_model.bin: the error says what kiln reads instead.
+    const auto bin = work.path() / "bin";
+    std::filesystem::create_directory(bin);
+    std::filesystem::copy(gpt2_fixture("gpt2_hf") / "config.json", bin / "config.json");
+    std::filesystem::copy(test::fixtures_dir() / "torch" / "views.pt", bin / "pytorch_model.bin");
+    expect_failure(bin, "", "only pytorch_model.bin: kiln reads Hugging Face weights as safetensors");
 }

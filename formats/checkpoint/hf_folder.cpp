@@ -55,7 +55,12 @@ HfWeights open_hf_weights(const std::filesystem::path& folder) {
                      printable(name), printable(f));
         }
     } else {
-        fail("hf", "{}: neither model.safetensors nor model.safetensors.index.json is there", folder.string());
+        const bool bin = std::filesystem::exists(folder / "pytorch_model.bin") ||
+                         std::filesystem::exists(folder / "pytorch_model.bin.index.json");
+        fail("hf", "{}: neither model.safetensors nor model.safetensors.index.json is there{}", folder.string(),
+             bin ? " (only pytorch_model.bin: kiln reads Hugging Face weights as safetensors; transformers' "
+                   "save_pretrained(..., safe_serialization=True) writes them)"
+                 : "");
     }
     // Indexed only now: pointers into `files` are stable once it stops growing.
     for (const SafetensorsFile& f : files)

@@ -49,6 +49,10 @@ class Seq2SeqTransformer(nn.Module):
         self.max_len = max_len
         self.src_embed = nn.Embedding(vocab_size, d_model)
         self.tgt_embed = self.src_embed if shared else nn.Embedding(vocab_size, d_model)
+        if shared:
+            # The paper's tied setup: embeddings of scale d^-0.5, so that embed * sqrt(d) is
+            # of unit scale and the tied output layer starts with moderate logits.
+            nn.init.normal_(self.src_embed.weight, std=d_model ** -0.5)
         self.transformer = nn.Transformer(
             d_model=d_model, nhead=nhead, num_encoder_layers=num_encoder_layers,
             num_decoder_layers=num_decoder_layers, dim_feedforward=dim_feedforward, dropout=0.0,
