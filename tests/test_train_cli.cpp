@@ -163,3 +163,28 @@ TEST_CASE("kiln-train: bad input gives one clear line and keeps what was there",
     CHECK(slurp(bad) == before);
     CHECK(!fs::exists(dir.path / "n.gguf"));
 }
+
+TEST_CASE("kiln-train --task reverse writes a transformer GGUF and reports held-out exact match", "[train][cli]") {
+    TempDir dir("kiln-train-reverse");
+    const std::string out = test::shell_quote((dir.path / "r.gguf").string());
+    const auto r = test::run_tool("kiln-train", "--task reverse -o " + out +
+                                                    " --max-length 3 --held-out 20 --layers 1 --heads 2 --width 16 "
+                                                    "--batch 8 --iters 20 --warmup 2 --eval-interval 10 -t 2");
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    CHECK(r.err.find("step 20: loss") != std::string::npos);
+    CHECK(r.err.find("held-out exact match") != std::string::npos);
+    const GgufFile model = GgufFile::open(dir.path / "r.gguf");
+    CHECK(model.get_string("general.architecture") == "transformer");
+    CHECK(model.get_int("tokenizer.ggml.bos_token_id") == 1);
+    CHECK(model.get_int("tokenizer.ggml.eos_token_id") == 2);
+    CHECK(model.get_tensor("dec.blk.0.cross_attn_q.weight").dims == std::vector<uint64_t>{16, 16});
+    CHECK(model.find_tensor("output.weight") == nullptr);  // tied
+
+    const auto both = test::run_tool("kiln-train", "--task reverse -f x.txt -o " + out);
+    CHECK(both.status == 2);
+    CHECK(both.err.find("exclude each other") != std::string::npos);
+    const auto other = test::run_tool("kiln-train", "--task sort -o " + out);
+    CHECK(other.status == 2);
+    CHECK(other.err.find("--task must be 'reverse'") != std::string::npos);
+}

@@ -138,3 +138,28 @@ TEST_CASE("the character corpus: vocabulary by code point, 90/10 split, windows"
     CHECK_THROWS_WITH(CharCorpus::from_text("ab\xFF" "cd", 1), Catch::Contains("invalid UTF-8 at byte 2"));
     CHECK_THROWS_WITH(c.vocabulary.encode("abz"), Catch::Contains("U+007A at byte 2"));
 }
+
+TEST_CASE("gradient accumulation over 2 micro-batches of 3 equals one batch of 6", "[train]") {
+    std::string text;
+    for (int i = 0; i < 40; ++i) text += "the quick brown fox jumps over the lazy dog " + std::to_string(i) + "\n";
+    const CharCorpus corpus = CharCorpus::from_text(text, 16);
+    TrainOptions o;
+    o.model = GptConfig{static_cast<int64_t>(corpus.vocabulary.size()), 16, 16, 2, 2, 64, true, 1e-5f};
+    o.schedule = LrSchedule{1e-2, 1e-3, 2, 10};
+    ThreadPool pool(2);
+    o.batch = 6;
+    GptTrainer whole(o, pool);
+    o.batch = 3;
+    o.accumulation = 2;
+    GptTrainer split(o, pool);
+    for (int s = 0; s < 3; ++s) {
+        const StepResult a = whole.step(corpus.train);
+        const StepResult b = split.step(corpus.train);
+        CHECK(b.loss == Approx(a.loss).epsilon(1e-5));
+        CHECK(b.grad_norm == Approx(a.grad_norm).epsilon(1e-4));
+        for (size_t i = 0; i < whole.gradients().size(); ++i)
+            REQUIRE(split.gradients()[i] == Approx(whole.gradients()[i]).epsilon(1e-3).margin(1e-6));
+    }
+    for (size_t i = 0; i < whole.model().data().size(); ++i)
+        REQUIRE(split.model().data()[i] == Approx(whole.model().data()[i]).epsilon(1e-4).margin(1e-5));
+}
