@@ -69,7 +69,7 @@ TEST_CASE("kiln refuses bad input with one line and the right status", "[cli][ll
     require_one_line_error(kiln_run("-n"), 2, "-n needs a value");
     require_one_line_error(kiln_run("-p 'Once upon a time there was a dog' -c 4"), 1,
                            "longer than the context of 4");
-    require_one_line_error(kiln_run("-p 'Once upon a time' -c 64 -n 100"), 1, "do not fit the context of 64");
+    require_one_line_error(kiln_run("-p 'Once upon a time' -c 64 -n 100 --beams 2"), 1, "do not fit the context of 64");
     require_one_line_error(kiln_run("-p " + shell_quote("abc\xff\xfe")), 1, "not valid UTF-8");
     const auto gpt2 = (test::shared_models_dir() / "vocab" / "ggml-vocab-gpt-2.gguf").string();
     require_one_line_error(test::run_tool("kiln", "-m " + shell_quote(gpt2)), 1, "'token_embd.weight' is missing");
@@ -88,4 +88,17 @@ TEST_CASE("kiln -n 0 prints the prompt only, and an empty prompt starts from BOS
     const auto from_bos = kiln_run("-n 8 --temp 0");
     REQUIRE(from_bos.status == 0);
     CHECK(from_bos.out.rfind("Once upon a time", 0) == 0);
+}
+
+TEST_CASE("kiln goes on past a full context from the last half of it", "[cli][llama]") {
+    // Greedy: the first tokens equal an unconstrained run's, and all 100 are generated.
+    const auto wide = kiln_run("-p 'Once upon a time' -n 40 --temp 0 -c 256 -t 1");
+    const auto narrow = kiln_run("-p 'Once upon a time' -n 100 --temp 0 -c 32 -t 1");
+    REQUIRE(wide.status == 0);
+    REQUIRE(narrow.status == 0);
+    CHECK(narrow.err.find("the context of 32 is full") != std::string::npos);
+    CHECK(narrow.err.find("generation 100 tokens") != std::string::npos);
+    // Up to the first slide (32 positions, 5 of them the prompt) the two texts agree.
+    const std::string shared = wide.out.substr(0, 60);
+    CHECK(narrow.out.rfind(shared.substr(0, 40), 0) == 0);
 }

@@ -9,9 +9,9 @@
 
 #include <unistd.h>
 
-#include "engine/models/llama.h"
+#include "engine/models/causal_lm.h"
 #include "engine/runtime/thread_pool.h"
-#include "formats/tokenizer/spm_tokenizer.h"
+#include "formats/tokenizer/tokenizer.h"
 #include "tools/common/cli.h"
 #include "tools/common/kl_base.h"
 
@@ -134,15 +134,15 @@ int run(const Options& o) {
     text << in.rdbuf();
 
     auto file = std::make_shared<kiln::GgufFile>(kiln::GgufFile::open(o.model));
-    const kiln::LlamaModel model(file);
-    const kiln::SpmTokenizer tokenizer(*file);
-    const std::vector<int32_t> tokens = tokenizer.encode(text.str(), /*add_bos=*/false);
+    const auto model = kiln::load_causal_lm(file);
+    const auto tokenizer = kiln::load_tokenizer(*file);
+    const std::vector<int32_t> tokens = tokenizer->encode(text.str(), /*add_bos=*/false);
     int64_t windows = static_cast<int64_t>(tokens.size()) / o.ctx;
     if (windows == 0)
         kiln::fail("kiln-perplexity", "{} has {} tokens, fewer than one window of {} (lower -c)", o.text,
                    tokens.size(), o.ctx);
     if (o.chunks > 0) windows = std::min(windows, o.chunks);
-    const auto vocab = static_cast<size_t>(model.config().n_vocab);
+    const auto vocab = static_cast<size_t>(model->info().n_vocab);
     const kiln::tools::KlBaseShape shape{vocab, static_cast<uint64_t>(o.ctx), static_cast<uint64_t>(windows)};
 
     // The base must have been computed on exactly these windows.
@@ -166,7 +166,7 @@ int run(const Options& o) {
 
     const int threads = o.threads > 0 ? static_cast<int>(o.threads) : kiln::ThreadPool::physical_cores();
     kiln::ThreadPool pool(threads);
-    kiln::LlamaContext ctx(model, o.ctx);
+    const auto session = model->new_session(o.ctx, 1, kiln::Executor::Mode::Fast);
     fmt::print(stderr, "kiln-perplexity: {} tokens, {} windows of {}, {} threads\n", tokens.size(), windows, o.ctx,
                threads);
 
@@ -178,8 +178,8 @@ int run(const Options& o) {
     std::vector<double> logp;
     for (int64_t w = 0; w < windows; ++w) {
         const std::span<const int32_t> window(tokens.data() + w * o.ctx, static_cast<size_t>(o.ctx));
-        ctx.reset();
-        const auto logits = ctx.eval(window, pool, /*all_logits=*/true);
+        session->reset();
+        const auto logits = session->eval(window, pool, /*all_logits=*/true);
         if (writer) writer->add_window(logits);
         if (base) base->window_logits(static_cast<uint64_t>(w), base_logits);
         // Position i's logits predict token i + 1: score tokens 1..N-1 of the window.

@@ -32,7 +32,8 @@ given. Timings go to stderr.
   -m, --model FILE          GGUF model (llama, gpt2 or transformer architecture)
   -p, --prompt TEXT         prompt (default: empty, generate from BOS alone)
   -f, --file FILE           read the prompt from a file
-  -n, --n-predict N         tokens to generate (default 128); stops earlier at EOS
+  -n, --n-predict N         tokens to generate (default 128); stops earlier at EOS. When the
+                            context is full, generation goes on from its last half (recomputed)
   -t, --threads N           threads (default: physical cores)
   -c, --ctx-size N          context size in tokens (default: the model's, at most 4096)
       --temp T              temperature (default 0.8; 0 = greedy)
@@ -174,10 +175,10 @@ int generate_causal(const Options& o, std::shared_ptr<const kiln::GgufFile> file
     }
     if (static_cast<int64_t>(tokens.size()) > n_ctx)
         kiln::fail("kiln", "the prompt is {} tokens, longer than the context of {} (raise -c)", tokens.size(), n_ctx);
-    if (static_cast<int64_t>(tokens.size()) + o.n_predict > n_ctx)
+    const int64_t beams = o.beams;
+    if (beams > 0 && static_cast<int64_t>(tokens.size()) + o.n_predict > n_ctx)
         kiln::fail("kiln", "the prompt ({} tokens) and -n {} do not fit the context of {} (raise -c or lower -n)",
                    tokens.size(), o.n_predict, n_ctx);
-    const int64_t beams = o.beams;
     // Beams need a cache per hypothesis; only as long as this generation can get.
     const int64_t session_ctx = beams > 0 ? static_cast<int64_t>(tokens.size()) + o.n_predict : n_ctx;
     auto session = lm->new_session(std::max<int64_t>(session_ctx, 1), std::max<int64_t>(beams, 1));
@@ -217,6 +218,7 @@ int generate_causal(const Options& o, std::shared_ptr<const kiln::GgufFile> file
         std::fflush(stdout);
         kiln::Utf8Stream stream;
         bool at_start = o.prompt.empty() && tokenizer->add_space_prefix();
+        bool window_note = false;
         while (generated < o.n_predict) {
             const int32_t next = sampler.sample(logits, tokens);
             if (next == tokenizer->eos()) break;
@@ -228,7 +230,18 @@ int generate_causal(const Options& o, std::shared_ptr<const kiln::GgufFile> file
             at_start = at_start && piece.empty();
             std::fputs(stream.feed(piece).c_str(), stdout);
             std::fflush(stdout);
-            if (generated < o.n_predict) logits = session->eval(std::span(&tokens.back(), 1), pool);
+            if (generated == o.n_predict) break;
+            if (session->n_past() == n_ctx) {
+                // The context is full: continue from its last half, recomputed from position 0
+                // (what nanoGPT's sampling does with its window; needed for learned positions).
+                const auto keep = static_cast<size_t>(std::max<int64_t>(n_ctx / 2, 1));
+                if (!window_note) fmt::print(stderr, "\nkiln: the context of {} is full: continuing from the last {} tokens\n", n_ctx, keep);
+                window_note = true;
+                session->reset();
+                logits = session->eval(std::span(tokens).last(keep), pool);
+            } else {
+                logits = session->eval(std::span(&tokens.back(), 1), pool);
+            }
         }
         std::fputs(stream.flush().c_str(), stdout);
         std::fputs("\n", stdout);
