@@ -318,9 +318,9 @@ std::vector<Field> fields_of(const Result& r, std::string_view cpu, std::string_
         // kiln's own: the kernel set, and for tg the weight bandwidth.
         {"kernels", Kind::String, std::string(kernels)},
         {"step_bytes", Kind::Int, std::to_string(r.model->step_bytes)},
-        {"bandwidth_gbs", Kind::Float, opt(r.bandwidth_gbs(), 3)},
-        {"roofline_gbs", Kind::Float, opt(r.roofline_gbs, 3)},
-        {"roofline_fraction", Kind::Float, opt(fraction, 4)},
+        {"bandwidth_gbs", Kind::Float, opt(r.bandwidth_gbs(), 6)},
+        {"roofline_gbs", Kind::Float, opt(r.roofline_gbs, 6)},
+        {"roofline_fraction", Kind::Float, opt(fraction, 6)},
     };
 }
 
