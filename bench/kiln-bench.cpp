@@ -16,7 +16,8 @@
 // every tensor one step reads (all of them except the token embedding, of
 // which one row is read — unless the output head is tied to it) times tokens
 // per second; with --roofline, also as a fraction of this machine's read
-// bandwidth measured with the same threads (bench/machine_limits.h).
+// bandwidth measured with the same threads just before the test
+// (bench/machine_limits.h).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -54,8 +55,9 @@ options:
   -n, --n-gen LIST             generated tokens, comma-separated; 0 = no tg test (default 128)
   -r, --repetitions N          timed repetitions of each test (default 5)
   -o, --output FORMAT          md, csv, json or jsonl (default md)
-      --roofline               measure this machine's memory read bandwidth per thread
-                               count and report tg's weight bandwidth as a fraction of it
+      --roofline               measure this machine's memory read bandwidth (just before
+                               each tg test, with its threads) and report tg's weight
+                               bandwidth as a fraction of it
       --roofline-mib N         size of the buffer --roofline reads (default 1024: well
                                past the L3, so the figure is DRAM bandwidth)
   -h, --help                   show this help
@@ -316,9 +318,9 @@ std::vector<Field> fields_of(const Result& r, std::string_view cpu, std::string_
         // kiln's own: the kernel set, and for tg the weight bandwidth.
         {"kernels", Kind::String, std::string(kernels)},
         {"step_bytes", Kind::Int, std::to_string(r.model->step_bytes)},
-        {"bandwidth_gbs", Kind::Float, opt(r.bandwidth_gbs(), 3)},
-        {"roofline_gbs", Kind::Float, opt(r.roofline_gbs, 3)},
-        {"roofline_fraction", Kind::Float, opt(fraction, 4)},
+        {"bandwidth_gbs", Kind::Float, opt(r.bandwidth_gbs(), 6)},
+        {"roofline_gbs", Kind::Float, opt(r.roofline_gbs, 6)},
+        {"roofline_fraction", Kind::Float, opt(fraction, 6)},
     };
 }
 
@@ -452,18 +454,13 @@ int run(const Options& o) {
     fmt::print(stderr, "kiln-bench: {}, {} logical CPUs, L3 {}; kernels {}\n", cpu, std::thread::hardware_concurrency(),
                kiln::bench::read_l3_size(), kernels);
 
-    std::map<int, double> roofline;
-    if (o.roofline) {
-        // By default 1 GiB: four times the largest L3 seen on the machines this
-        // ran on, so the figure is DRAM bandwidth (a big model's weights come from DRAM).
-        const kiln::bench::BandwidthBuffer buffer(static_cast<size_t>(o.roofline_mib) << 20);
-        for (int threads : o.threads) {
-            kiln::ThreadPool pool(threads);
-            roofline[threads] = buffer.measure(pool, 5);
-            fmt::print(stderr, "kiln-bench: memory read bandwidth, {} thread{}: {:.2f} GB/s\n", threads,
-                       threads == 1 ? "" : "s", roofline[threads]);
-        }
-    }
+    // By default 1 GiB: four times the largest L3 seen on the machines this ran
+    // on, so the figure is DRAM bandwidth (a big model's weights come from DRAM).
+    // Measured again just before each tg test, with its threads: on a shared
+    // machine the bandwidth drifts by tens of percent from minute to minute.
+    std::unique_ptr<kiln::bench::BandwidthBuffer> roofline_buffer;
+    if (o.roofline)
+        roofline_buffer = std::make_unique<kiln::bench::BandwidthBuffer>(static_cast<size_t>(o.roofline_mib) << 20);
 
     Printer printer(o.format, o.roofline, cpu, kernels);
     printer.header();
@@ -481,7 +478,11 @@ int run(const Options& o) {
             for (int64_t n : o.n_gen) tests.emplace_back(0, n);
             for (const auto& [p, n] : tests) {
                 Result r{&l.info, threads, p, n, utc_now(), {}, std::nullopt};
-                if (o.roofline) r.roofline_gbs = roofline[threads];
+                if (roofline_buffer && n > 0) {
+                    r.roofline_gbs = roofline_buffer->measure(pool, 3);
+                    fmt::print(stderr, "kiln-bench: memory read bandwidth, {} thread{}: {:.2f} GB/s\n", threads,
+                               threads == 1 ? "" : "s", *r.roofline_gbs);
+                }
                 fmt::print(stderr, "kiln-bench: {} {} threads {}: warm-up\n", l.info.type, r.test_name(), threads);
                 run_once(ctx, pool, rng, p, n > 0 ? 1 : 0, n_vocab);
                 for (int rep = 0; rep < o.reps; ++rep)

@@ -89,6 +89,7 @@ LlamaModel::LlamaModel(std::shared_ptr<const GgufFile> file) : file_(std::move(f
             find_checked(f, p + "ffn_down.weight", {ffn, d}, true),
         });
     }
+    resident_ = std::make_unique<ResidentWeights>(f);
 }
 
 uint64_t LlamaModel::parameter_count() const noexcept {
@@ -117,7 +118,7 @@ void LlamaContext::build(Compiled& c, int64_t n, bool all_logits) {
     auto weight = [&](const GgufTensor& t) {
         Shape s = t.dims.size() == 1 ? Shape::of({static_cast<int64_t>(t.dims[0])})
                                      : Shape::of({static_cast<int64_t>(t.dims[0]), static_cast<int64_t>(t.dims[1])});
-        return g.weight(t.name, t.type, s, t.data.data());
+        return g.weight(t.name, t.type, s, model_.tensor_data(t));
     };
     c.tokens = g.input("tokens", DType::I32, Shape::of({n}));
     c.positions = g.input("positions", DType::I32, Shape::of({n}));

@@ -12,6 +12,7 @@
 #include "engine/graph/executor.h"
 #include "engine/graph/graph.h"
 #include "engine/models/causal_lm.h"
+#include "engine/models/resident_weights.h"
 #include "formats/gguf/gguf_file.h"
 
 namespace kiln {
@@ -51,6 +52,10 @@ public:
     const GgufTensor& output_norm() const noexcept { return *output_norm_; }
     const GgufTensor& output() const noexcept { return *output_; }
     const std::vector<Layer>& layers() const noexcept { return layers_; }
+    // Where the computation reads tensor t from: a huge-page copy of the
+    // weights (resident_weights.h) or the file mapping itself.
+    const std::byte* tensor_data(const GgufTensor& t) const noexcept { return resident_->data(t); }
+    bool weights_copied() const noexcept { return resident_->copied(); }
 
 private:
     std::shared_ptr<const GgufFile> file_;
@@ -59,6 +64,7 @@ private:
     const GgufTensor* output_norm_ = nullptr;
     const GgufTensor* output_ = nullptr;  // token_embd_ when the head is tied
     std::vector<Layer> layers_;
+    std::unique_ptr<ResidentWeights> resident_;
 };
 
 // A running sequence: the KV cache and one compiled graph per batch shape.
