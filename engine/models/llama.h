@@ -1,7 +1,8 @@
 #pragma once
 // The Llama architecture (RMSNorm, RoPE, SwiGLU, grouped-query attention) from
 // a GGUF file with llama.cpp's metadata keys and tensor names. Weights are used
-// straight from the file mapping in whatever type they are stored.
+// in whatever type they are stored, from the file mapping or a huge-page copy
+// of it (resident_weights.h).
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -67,7 +68,12 @@ private:
     std::unique_ptr<ResidentWeights> resident_;
 };
 
-// A running sequence: the KV cache and one compiled graph per batch shape.
+// A session of n_slots sequences of n_ctx positions over `model` (which must outlive it).
+std::unique_ptr<CausalSession> new_llama_session(const LlamaModel& model, int64_t n_ctx, int64_t n_slots,
+                                                 Executor::Mode mode);
+
+// One sequence of a LlamaModel: slot 0 of a LlamaLm session (kept for the
+// callers that hold a LlamaModel rather than a CausalLm).
 class LlamaContext {
 public:
     LlamaContext(const LlamaModel& model, int64_t n_ctx, Executor::Mode mode = Executor::Mode::Fast);
@@ -75,32 +81,16 @@ public:
     // Appends tokens at positions n_past()..; returns the logits of the last
     // token ([n_vocab]) or, with all_logits, of every token ([n, n_vocab]).
     // Throws when a token id is out of range or the tokens do not fit the context.
-    std::span<const float> eval(std::span<const int32_t> tokens, ThreadPool& pool, bool all_logits = false);
-
-    int64_t n_past() const noexcept { return n_past_; }
-    int64_t n_ctx() const noexcept { return n_ctx_; }
-    void reset() noexcept { n_past_ = 0; }
+    std::span<const float> eval(std::span<const int32_t> tokens, ThreadPool& pool, bool all_logits = false) {
+        return session_->eval(tokens, pool, all_logits);
+    }
+    int64_t n_past() const { return session_->n_past(0); }
+    int64_t n_ctx() const noexcept { return session_->n_ctx(); }
+    void reset() { session_->reset(); }
 
 private:
-    struct Compiled {
-        Graph graph;
-        NodeId tokens = kNoNode, positions = kNoNode, logits = kNoNode;
-        std::unique_ptr<Executor> executor;
-    };
-    Compiled& compiled(int64_t n_tokens, bool all_logits);
-    void build(Compiled& c, int64_t n_tokens, bool all_logits);
-
-    const LlamaModel& model_;
-    int64_t n_ctx_;
-    Executor::Mode mode_;
-    int64_t n_past_ = 0;
-    std::vector<std::vector<float>> k_cache_, v_cache_;  // per layer: n_ctx rows of kv_dim
-    std::map<std::pair<int64_t, bool>, Compiled> graphs_;
+    std::unique_ptr<CausalSession> session_;
 };
-
-}  // namespace kiln
-
-namespace kiln {
 
 // LlamaModel as a CausalLm (engine/models/causal_lm.h): sessions with sequence slots.
 class LlamaLm final : public CausalLm {

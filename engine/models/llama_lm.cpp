@@ -18,7 +18,7 @@ public:
 private:
     NodeId build_forward(Graph& g, const Inputs& in, bool last_only) override {
         const LlamaConfig& cfg = model_.config();
-        auto w = [&](const GgufTensor& t) { return model_tensors::leaf(g, t); };
+        auto w = [&](const GgufTensor& t) { return model_tensors::leaf(g, t, model_.tensor_data(t)); };
         NodeId x = ops::get_rows(g, w(model_.token_embedding()), in.tokens);
         for (size_t i = 0; i < model_.layers().size(); ++i) {
             const LlamaModel::Layer& L = model_.layers()[i];
@@ -53,8 +53,13 @@ LlamaLm::LlamaLm(std::shared_ptr<const GgufFile> file) : model_(std::move(file))
     info_ = ModelInfo{"llama", c.n_vocab, c.n_ctx_train, model_.parameter_count(), model_.weight_bytes()};
 }
 
+std::unique_ptr<CausalSession> new_llama_session(const LlamaModel& model, int64_t n_ctx, int64_t n_slots,
+                                                 Executor::Mode mode) {
+    return std::make_unique<LlamaSession>(model, n_ctx, n_slots, mode);
+}
+
 std::unique_ptr<CausalSession> LlamaLm::new_session(int64_t n_ctx, int64_t n_slots, Executor::Mode mode) const {
-    return std::make_unique<LlamaSession>(model_, n_ctx, n_slots, mode);
+    return new_llama_session(model_, n_ctx, n_slots, mode);
 }
 
 }  // namespace kiln

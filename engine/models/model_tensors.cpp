@@ -54,9 +54,10 @@ bool bool_or(const GgufFile& f, const std::string& key, bool fallback) {
     return *b;
 }
 
-NodeId leaf(Graph& g, const GgufTensor& t) {
-    const int64_t rows = t.dims.size() == 1 ? 1 : static_cast<int64_t>(t.dims[1]);
-    return leaf_rows(g, t, 0, t.dims.size() == 1 ? static_cast<int64_t>(t.dims[0]) : rows);
+NodeId leaf(Graph& g, const GgufTensor& t, const std::byte* data) {
+    Shape shape = t.dims.size() == 1 ? Shape::of({static_cast<int64_t>(t.dims[0])})
+                                     : Shape::of({static_cast<int64_t>(t.dims[0]), static_cast<int64_t>(t.dims[1])});
+    return g.weight(t.name, t.type, shape, data != nullptr ? data : t.data.data());
 }
 
 NodeId leaf_rows(Graph& g, const GgufTensor& t, int64_t first, int64_t count) {

@@ -28,8 +28,9 @@ float number_or(const GgufFile& f, const std::string& key, float fallback);
 // A bool hyper-parameter, or `fallback` when the key is absent.
 bool bool_or(const GgufFile& f, const std::string& key, bool fallback);
 
-// The tensor as a weight leaf of g (1-D or 2-D, in the file mapping).
-NodeId leaf(Graph& g, const GgufTensor& t);
+// The tensor as a weight leaf of g (1-D or 2-D): its bytes in the file
+// mapping, or at `data` when given (a copy of them, e.g. in huge pages).
+NodeId leaf(Graph& g, const GgufTensor& t, const std::byte* data = nullptr);
 // Rows [first, first + count) of a 2-D tensor (or elements of a 1-D one) as a
 // leaf of its own: how a fused QKV matrix splits into Q, K and V without a copy.
 NodeId leaf_rows(Graph& g, const GgufTensor& t, int64_t first, int64_t count);

@@ -20,13 +20,19 @@ void SequenceSlots::plan(std::span<const int32_t> slots, SlotBatch& batch) const
     const size_t n = slots.size();
     batch.positions.resize(n);
     batch.cache_rows.resize(n);
+    std::vector<int64_t> count(n_past_.size(), 0);
+    for (int32_t s : slots) {
+        if (s < 0 || s >= n_slots_) fail("model", "sequence slot {} is out of range (0..{})", s, n_slots_ - 1);
+        ++count[static_cast<size_t>(s)];
+    }
+    for (size_t s = 0; s < count.size(); ++s)
+        if (n_past_[s] + count[s] > n_ctx_)
+            fail("model", "{} more tokens do not fit the context{}: {} of {} positions are used (raise -c)", count[s],
+                 n_slots_ > 1 ? fmt::format(" of sequence {}", s) : std::string(), n_past_[s], n_ctx_);
     std::vector<int64_t> next(n_past_);
     for (size_t i = 0; i < n; ++i) {
         const int32_t s = slots[i];
-        if (s < 0 || s >= n_slots_) fail("model", "sequence slot {} is out of range (0..{})", s, n_slots_ - 1);
         const int64_t pos = next[static_cast<size_t>(s)]++;
-        if (pos >= n_ctx_)
-            fail("model", "sequence {} does not fit the context: {} tokens of {} (raise -c)", s, pos + 1, n_ctx_);
         batch.positions[i] = static_cast<int32_t>(pos);
         batch.cache_rows[i] = static_cast<int32_t>(s * n_ctx_ + pos);
     }
