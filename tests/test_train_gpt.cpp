@@ -3,6 +3,8 @@
 // 3 AdamW steps; plus the schedule and the character corpus.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include <cmath>
 #include <cstring>
 
@@ -84,17 +86,21 @@ TEST_CASE("a tiny GPT's loss, gradients and AdamW steps match PyTorch", "[train]
         const StepResult r = trainer.step_on(tokens, targets);
         CHECK(r.loss == Approx(*losses->as_array()->items[static_cast<size_t>(s)].as_number()).epsilon(1e-5));
     }
-    // Adam divides by sqrt(v): where the exact gradient is 0 (the key bias:
-    // adding a constant to every key shifts all scores of a row equally),
-    // float32 rounding noise of 1e-9 becomes a full-size step of either sign.
-    // Such elements (torch's float64 gradient below 1e-9) are not compared.
-    size_t skipped = 0;
+    // Adam divides by sqrt(v), so an element's step has a full size whatever
+    // its gradient's magnitude. Where the exact gradient is 0 (the key bias:
+    // adding a constant to every key shifts all scores of a row equally) or
+    // below the float32 noise of the gradient (whose error is ~1e-5 of the
+    // tensor's largest entries), the sign of that step is noise. Such elements
+    // (torch's float64 gradient under 1e-4 of the tensor's largest) are not compared.
+    size_t skipped = 0, total = 0;
     for (const ParamTensor& t : model.tensors()) {
         const float* expected = floats(f.get_tensor("adam3." + t.name));
         const float* grad = floats(f.get_tensor("grad." + t.name));
         const float* got = model.tensor(t.name);
-        for (size_t i = 0; i < t.segment.count; ++i) {
-            if (std::abs(grad[i]) < 1e-9f) {
+        float largest = 0;
+        for (size_t i = 0; i < t.segment.count; ++i) largest = std::max(largest, std::abs(grad[i]));
+        for (size_t i = 0; i < t.segment.count; ++i, ++total) {
+            if (std::abs(grad[i]) < 1e-4f * largest) {
                 ++skipped;
                 continue;
             }
@@ -102,7 +108,8 @@ TEST_CASE("a tiny GPT's loss, gradients and AdamW steps match PyTorch", "[train]
             REQUIRE(got[i] == Approx(expected[i]).epsilon(1e-5).margin(1e-5));
         }
     }
-    CHECK(skipped == static_cast<size_t>(o.model.layers * o.model.width));  // exactly the key biases
+    CHECK(skipped >= static_cast<size_t>(o.model.layers * o.model.width));  // the key biases at least
+    CHECK(skipped * 50 < total);                                             // and few others (< 2%)
 }
 
 TEST_CASE("the learning rate warms up linearly, then decays on a cosine to the minimum", "[train]") {
