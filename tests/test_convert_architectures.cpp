@@ -20,6 +20,7 @@
 #include "formats/checkpoint/torch_checkpoint.h"
 #include "formats/checkpoint/transformer_state_dict.h"
 #include "formats/gguf/gguf_file.h"
+#include "support/error_check.h"
 #include "support/paths.h"
 #include "support/run_tool.h"
 #include "support/sample_gguf.h"
@@ -31,25 +32,6 @@ namespace {
 
 std::filesystem::path gpt2_fixture(std::string_view name) { return test::fixtures_dir() / "gpt2" / name; }
 std::filesystem::path transformer_fixture(std::string_view name) { return test::fixtures_dir() / "transformer" / name; }
-
-std::string error_of(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        const std::string message = e.what();
-        CHECK(message.find('\n') == std::string::npos);  // one line
-        return message;
-    }
-    FAIL("no kiln::Error was thrown");
-    return {};
-}
-
-#define REQUIRE_ERROR(expr, fragment)                                \
-    do {                                                             \
-        const std::string message_ = error_of([&] { (void)(expr); }); \
-        INFO(message_);                                              \
-        CHECK(message_.find(fragment) != std::string::npos);         \
-    } while (0)
 
 // Converts with the CLI; returns the output path.
 std::filesystem::path convert(const test::TempDir& dir, const std::filesystem::path& input, const std::string& extra = "") {

@@ -14,6 +14,7 @@
 #include "formats/checkpoint/hf_tokenizer.h"
 #include "formats/checkpoint/spm_model.h"
 #include "formats/gguf/gguf_file.h"
+#include "support/error_check.h"
 #include "support/paths.h"
 #include "support/run_tool.h"
 #include "support/sample_gguf.h"
@@ -25,25 +26,6 @@ using namespace kiln;
 using test::shell_quote;
 
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        const std::string message = e.what();
-        CHECK(message.find('\n') == std::string::npos);
-        return message;
-    }
-    FAIL("no kiln::Error was thrown");
-    return {};
-}
-
-#define REQUIRE_ERROR(expr, fragment)                                \
-    do {                                                             \
-        const std::string message_ = error_of([&] { (void)(expr); }); \
-        INFO(message_);                                              \
-        CHECK(message_.find(fragment) != std::string::npos);         \
-    } while (0)
 
 std::filesystem::path convert(const test::TempDir& dir, const std::filesystem::path& input, const std::string& extra = "") {
     const auto out = dir.path() / (input.filename().string() + ".gguf");
@@ -252,7 +234,7 @@ TEST_CASE("broken vocabularies give one clear error", "[convert][tokenizer]") {
     const auto model = test::read_file(test::fixtures_dir() / "safetensors" / "stories260K_hf" / "tokenizer.model");
     for (size_t cut : {size_t{1}, size_t{3}, model.size() / 2, model.size() - 1}) {
         INFO("cut at " << cut);
-        const std::string message = error_of([&] { parse_spm_model(std::span(model).first(cut), "tokenizer.model"); });
+        const std::string message = test::error_of([&] { parse_spm_model(std::span(model).first(cut), "tokenizer.model"); });
         CHECK((message.find("runs past the end") != std::string::npos || message.find("no pieces") != std::string::npos));
     }
     REQUIRE_ERROR(parse_spm_model(std::as_bytes(std::span("\x0b\x00", 2)), "x.model"), "wire type 3");

@@ -14,6 +14,7 @@
 #include "formats/checkpoint/pickle.h"
 #include "formats/checkpoint/torch_checkpoint.h"
 #include "formats/checkpoint/zip_archive.h"
+#include "support/error_check.h"
 #include "support/paths.h"
 #include "support/sample_gguf.h"
 #include "support/tensor_data.h"
@@ -38,25 +39,6 @@ Bytes bytes_of_values(std::initializer_list<T> values) {
     std::memcpy(b.data(), std::data(values), b.size());
     return b;
 }
-
-std::string error_of(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        const std::string message = e.what();
-        CHECK(message.find('\n') == std::string::npos);  // one line
-        return message;
-    }
-    FAIL("no kiln::Error was thrown");
-    return {};
-}
-
-#define REQUIRE_ERROR(expr, fragment)                                           \
-    do {                                                                        \
-        const std::string message_ = error_of([&] { (void)(expr); });            \
-        INFO(message_);                                                         \
-        CHECK(message_.find(fragment) != std::string::npos);                    \
-    } while (0)
 
 // Little-endian appends, for hand-built zips and pickles.
 struct Writer {
@@ -325,13 +307,13 @@ TEST_CASE("pickle: globals outside the whitelist are refused before anything run
         // GLOBAL followed by bytes that are not even opcodes: the refusal comes first.
         PickleWriter named;
         named.global(module, name).w.put<uint8_t>(0xff);
-        CHECK(error_of([&] { pickle::unpickle(named.w.b, "evil.pkl"); }) == expected);
+        CHECK(test::error_of([&] { pickle::unpickle(named.w.b, "evil.pkl"); }) == expected);
         PickleWriter stack;  // protocol 4's STACK_GLOBAL takes the names from the stack
         stack.str(module).str(name).w.put<uint8_t>(0x93).put<uint8_t>(0xff);
-        CHECK(error_of([&] { pickle::unpickle(stack.w.b, "evil.pkl"); }) == expected);
+        CHECK(test::error_of([&] { pickle::unpickle(stack.w.b, "evil.pkl"); }) == expected);
     }
     const std::string path = fixture("hostile_os_system.pt").string();
-    CHECK(error_of([&] { read_torch_checkpoint(fixture("hostile_os_system.pt")); }) ==
+    CHECK(test::error_of([&] { read_torch_checkpoint(fixture("hostile_os_system.pt")); }) ==
           "[pytorch] " + path +
               ": the pickle refers to os.system, which kiln will not load (only tensors, storages, dicts and plain "
               "values)");
@@ -398,7 +380,7 @@ TEST_CASE("pickle: malformed programs give one clear error each", "[pytorch]") {
     const auto fails = [&](std::string_view ops, std::string_view fragment) {
         const Bytes b = program(ops);
         INFO(fmt::format("ops {:?}", ops.substr(0, 40)));
-        const std::string message = error_of([&] { pickle::unpickle(b, "p.pkl"); });
+        const std::string message = test::error_of([&] { pickle::unpickle(b, "p.pkl"); });
         INFO(message);
         CHECK(message.rfind("[pytorch] p.pkl: ", 0) == 0);
         CHECK(message.find(fragment) != std::string::npos);
