@@ -286,6 +286,20 @@ TEST_CASE("kiln-convert names the architectures it knows and writes nothing on e
         std::filesystem::copy(gpt2_fixture("gpt2_hf"), to);
         return to;
     };
+    // A copy of the folder whose config.json has `from` replaced by `to`.
+    const auto edited_folder = [&](const std::string& name, const std::string& from, const std::string& to) {
+        const auto folder = copy_folder(name);
+        std::string config;
+        {
+            std::ifstream in(folder / "config.json");
+            config.assign(std::istreambuf_iterator<char>(in), {});
+        }
+        const size_t at = config.find(from);
+        REQUIRE(at != std::string::npos);
+        config.replace(at, from.size(), to);
+        std::ofstream(folder / "config.json") << config;
+        return folder;
+    };
     const auto bert = copy_folder("bert");
     {
         std::ofstream(bert / "config.json") << R"({"architectures": ["BertModel"], "model_type": "bert"})";
@@ -293,42 +307,15 @@ TEST_CASE("kiln-convert names the architectures it knows and writes nothing on e
     expect_failure(bert, "", "kiln reads LlamaForCausalLM (model_type llama), GPT2LMHeadModel (model_type gpt2)");
 
     // Untied in config.json, but the file has no lm_head.weight.
-    const auto untied = copy_folder("untied");
-    {
-        std::string config;
-        {
-            std::ifstream in(untied / "config.json");
-            config.assign(std::istreambuf_iterator<char>(in), {});
-        }
-        config.replace(config.find("\"tie_word_embeddings\": true"), 27, "\"tie_word_embeddings\": false");
-        std::ofstream(untied / "config.json") << config;
-    }
+    const auto untied = edited_folder("untied", "\"tie_word_embeddings\": true", "\"tie_word_embeddings\": false");
     expect_failure(untied, "", "tensor 'lm_head.weight' is missing");
 
     // A config that contradicts the tensors: Conv1D shapes are named as stored.
-    const auto wide = copy_folder("wide");
-    {
-        std::string config;
-        {
-            std::ifstream in(wide / "config.json");
-            config.assign(std::istreambuf_iterator<char>(in), {});
-        }
-        config.replace(config.find("\"n_inner\": null"), 15, "\"n_inner\": 100");
-        std::ofstream(wide / "config.json") << config;
-    }
+    const auto wide = edited_folder("wide", "\"n_inner\": null", "\"n_inner\": 100");
     expect_failure(wide, "", "tensor 'transformer.h.0.mlp.c_fc.weight' has shape (48, 192) but the hyper-parameters");
 
     // Another activation.
-    const auto relu = copy_folder("relu");
-    {
-        std::string config;
-        {
-            std::ifstream in(relu / "config.json");
-            config.assign(std::istreambuf_iterator<char>(in), {});
-        }
-        config.replace(config.find("\"gelu_new\""), 10, "\"relu\"");
-        std::ofstream(relu / "config.json") << config;
-    }
+    const auto relu = edited_folder("relu", "\"gelu_new\"", "\"relu\"");
     expect_failure(relu, "", "activation_function 'relu' is not the tanh GELU");
 
     // Weights only as pytorch_model.bin: the error says what kiln reads instead.
