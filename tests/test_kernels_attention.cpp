@@ -279,3 +279,70 @@ TEST_CASE("attention fixture: grouped-query causal attention with padding matche
         REQUIRE_WITHIN(wr);
     }
 }
+
+// attend_block: queries of one key/value head with their own lengths and
+// masks. Each result must be the bits attend() gives that query alone (so a
+// query's output does not depend on how a graph groups it) and within the
+// tolerance above of the double reference. Rows that no query of the block
+// uses hold NaN; rows some query uses are finite.
+TEST_CASE("attention blocks: each query equals attend alone bit for bit, and the reference",
+          "[kernels][attention]") {
+    Rng rng(7);
+    Worst worst{"attend_block vs ref"};
+    for (int64_t head_dim : {1, 5, 16, 33, 64, 80, 130}) {
+        for (int nq = 1; nq <= k::kMaxBlockQueries; ++nq) {
+            for (int trial = 0; trial < 6; ++trial) {
+                INFO("head_dim=" << head_dim << " queries=" << nq << " trial=" << trial);
+                const int64_t n_ctx = 70;
+                const size_t stride = static_cast<size_t>(head_dim + 3);
+                std::vector<int64_t> len(static_cast<size_t>(nq));
+                std::vector<std::vector<uint8_t>> masks(static_cast<size_t>(nq));
+                std::vector<bool> used(static_cast<size_t>(n_ctx), false);
+                for (int i = 0; i < nq; ++i) {
+                    // trial 0: a causal prompt's consecutive tokens; others random, some fully masked.
+                    len[i] = trial == 0 ? 20 + i : static_cast<int64_t>(rng.uniform() * n_ctx);
+                    masks[i].assign(static_cast<size_t>(n_ctx), 1);
+                    if (trial >= 2)
+                        for (auto& m : masks[i]) m = rng.uniform() < (trial == 5 ? 0.0 : 0.6) ? 1 : 0;
+                    for (int64_t j = 0; j < len[i]; ++j) used[j] = used[j] || masks[i][j] != 0;
+                }
+                std::vector<float> keys(stride * n_ctx, std::nanf("")), values(keys.size(), std::nanf(""));
+                for (int64_t j = 0; j < n_ctx; ++j)
+                    for (int64_t d = 0; d < head_dim && used[j]; ++d) {
+                        keys[j * stride + d] = rng.normal();
+                        values[j * stride + d] = 0.5f + rng.normal();
+                    }
+                std::vector<std::vector<float>> queries(static_cast<size_t>(nq)), block_out(queries.size());
+                std::vector<k::AttentionQuery> block;
+                for (int i = 0; i < nq; ++i) {
+                    queries[i].resize(static_cast<size_t>(head_dim));
+                    for (float& f : queries[i]) f = rng.normal();
+                    block_out[i].assign(static_cast<size_t>(head_dim) + 1, kSentinel);
+                    block.push_back({queries[i].data(), len[i], masks[i].data(), block_out[i].data()});
+                }
+                const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+                std::vector<float> scratch(k::attend_block_scratch(n_ctx));
+                k::attend_block(block.data(), nq, keys.data(), stride, values.data(), stride, head_dim, scale,
+                                scratch.data());
+                std::vector<float> abs_v(values.size());
+                for (size_t i = 0; i < values.size(); ++i) abs_v[i] = std::fabs(values[i]);
+                for (int i = 0; i < nq; ++i) {
+                    REQUIRE(block_out[i][static_cast<size_t>(head_dim)] == kSentinel);  // wrote head_dim outputs
+                    std::vector<float> alone(static_cast<size_t>(head_dim)), ref(alone.size()), magnitude(alone.size());
+                    k::attend(queries[i].data(), keys.data(), stride, values.data(), stride, len[i], head_dim, scale,
+                              masks[i].data(), alone.data(), scratch.data());
+                    k::ref::attend(queries[i].data(), keys.data(), stride, values.data(), stride, len[i], head_dim,
+                                   scale, masks[i].data(), ref.data(), scratch.data());
+                    k::ref::attend(queries[i].data(), keys.data(), stride, abs_v.data(), stride, len[i], head_dim,
+                                   scale, masks[i].data(), magnitude.data(), scratch.data());
+                    REQUIRE(std::memcmp(alone.data(), block_out[i].data(), alone.size() * sizeof(float)) == 0);
+                    for (int64_t d = 0; d < head_dim; ++d) {
+                        REQUIRE(std::isfinite(block_out[i][d]));
+                        worst.add(d, block_out[i][d], ref[d], 1e-6 * magnitude[d]);
+                    }
+                    REQUIRE_WITHIN(worst);
+                }
+            }
+        }
+    }
+}

@@ -1,9 +1,12 @@
 #include "engine/graph/executor.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
+#include <string>
 #include <utility>
 
+#include "engine/graph/op_profile.h"
 #include "engine/ops/op_def.h"
 
 namespace kiln {
@@ -75,6 +78,28 @@ void multiply_chunk(const Graph& g, const Node& n, const kernels::MatmulKernels&
     k.matmul(w.type, w.shape.ne[0], w.data, w.row_bytes, r0, r1, x.data, x.row_bytes, n.shape.rows(), n.row(0), m);
 }
 
+// A step's row in KILN_PROFILE's table: the op, and for products the weight
+// without its layer prefix ("MatMul ffn_up.weight"), so layers add up.
+std::string profile_label(const Graph& g, const Node& n) {
+    std::string label = op_name(n.op);
+    if (n.op == OpKind::MatMul) {
+        std::string weight = g.node(n.src[0]).name;
+        if (weight.starts_with("blk.")) {
+            const size_t dot = weight.find('.', 4);
+            if (dot != std::string::npos) weight = weight.substr(dot + 1);
+        }
+        label += " " + weight + (n.shape.rows() < kDynamicMaxTokens ? " (decode)" : "");
+    }
+    return label;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point& mark) {
+    const auto now = std::chrono::steady_clock::now();
+    const double s = std::chrono::duration<double>(now - mark).count();
+    mark = now;
+    return s;
+}
+
 }  // namespace
 
 Executor::Executor(Graph& graph, Mode mode)
@@ -116,6 +141,8 @@ Executor::Executor(Graph& graph, Mode mode)
 
     for (NodeId id : steps_) dynamic_.push_back(mode_ == Mode::Fast && dynamic_matmul(graph_, graph_.node(id)));
     next_chunk_ = std::make_unique<std::atomic<int64_t>[]>(steps_.size());
+    if (op_profile::enabled())
+        for (NodeId id : steps_) profile_rows_.push_back(op_profile::row_of(profile_label(graph_, graph_.node(id))));
 }
 
 size_t Executor::barrier_count() const noexcept {
@@ -134,9 +161,15 @@ void Executor::run(ThreadPool& pool) {
         ctx.nth = nth;
         ctx.scratch = scratch_[static_cast<size_t>(ith)].data();
         ctx.matmul = matmul_;
+        const bool profiling = !profile_rows_.empty();
+        auto mark = std::chrono::steady_clock::now();
         // The end of pool.run() is the barrier after the last step.
         for (size_t s = 0; s < steps_.size(); ++s) {
-            if (barrier_before_[s]) pool.barrier();
+            if (profiling && s > 0) op_profile::add_compute(ith, profile_rows_[s - 1], seconds_since(mark));
+            if (barrier_before_[s]) {
+                pool.barrier();
+                if (profiling) op_profile::add_wait(ith, seconds_since(mark));
+            }
             const Node& n = graph_.node(steps_[s]);
             if (dynamic_[s] && nth > 1) {
                 const int64_t m = n.shape.ne[0];
@@ -149,6 +182,7 @@ void Executor::run(ThreadPool& pool) {
             }
             (mode_ == Mode::Fast ? defs_[s]->forward : defs_[s]->reference)(graph_, n, ctx);
         }
+        if (profiling && !steps_.empty()) op_profile::add_compute(ith, profile_rows_.back(), seconds_since(mark));
     });
 }
 

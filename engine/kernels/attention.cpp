@@ -1,16 +1,21 @@
-// Scaled dot-product attention of one query head (see attention.h): the xsimd
-// kernel and its scalar double-precision twin ref::attend.
+// Scaled dot-product attention (see attention.h): the xsimd kernel, which
+// takes a block of up to four queries reading the same key/value head so that
+// each key and value row is loaded once for all of them, and the scalar
+// double-precision twin ref::attend (one query).
 //
 // Both use the two-pass form (scores into scratch, then softmax weights, then
 // the weighted sum of values) rather than an online softmax: the scratch row
 // is provided anyway, and two passes avoid the repeated rescaling of the
 // running sum that costs online softmax a little accuracy.
 //
-// Masked positions (kv_valid[j] == 0) are never read: a KV cache may hold
-// uninitialized or stale rows there, and 0 * NaN would poison the output.
+// Masked positions (kv_valid[j] == 0) never reach a result: a KV cache may
+// hold uninitialized or stale rows there, and 0 * NaN would poison the output.
+// Their value rows are never read; a key row may be loaded with its tile, but
+// its lanes are dropped.
 #include "engine/kernels/attention.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -30,93 +35,215 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // bounds that by the block, which keeps kv_len = 2048 within 1e-6 of the
 // double-precision reference.
 constexpr int64_t kKeysPerBlock = 64;
-// Output dimensions handled per pass over the keys (the stack accumulators).
-constexpr int64_t kDimsPerChunk = 256;
 
 bool valid(const uint8_t* kv_valid, int64_t j) noexcept { return kv_valid == nullptr || kv_valid[j] != 0; }
 
-float dot(const float* a, const float* b, int64_t n) noexcept {
-    batch acc0(0.0f), acc1(0.0f);
-    int64_t i = 0;
-    for (; i + 2 * W <= n; i += 2 * W) {
-        acc0 = xsimd::fma(batch::load_unaligned(a + i), batch::load_unaligned(b + i), acc0);
-        acc1 = xsimd::fma(batch::load_unaligned(a + i + W), batch::load_unaligned(b + i + W), acc1);
-    }
-    if (i + W <= n) {
-        acc0 = xsimd::fma(batch::load_unaligned(a + i), batch::load_unaligned(b + i), acc0);
-        i += W;
-    }
-    float s = xsimd::hadd(acc0 + acc1);
-    for (; i < n; ++i) s = std::fma(a[i], b[i], s);
-    return s;
-}
+bool uses(const AttentionQuery& q, int64_t j) noexcept { return j < q.kv_len && valid(q.kv_valid, j); }
 
-// acc[d] += p * v[d] for d in [0, n).
-void axpy(float p, const float* v, float* acc, int64_t n) noexcept {
-    const batch pv(p);
-    int64_t d = 0;
-    for (; d + W <= n; d += W)
-        xsimd::fma(pv, batch::load_unaligned(v + d), batch::load_aligned(acc + d)).store_aligned(acc + d);
-    for (; d < n; ++d) acc[d] = std::fma(p, v[d], acc[d]);
-}
+// Scores are computed in tiles of kQueries queries x kTileKeys keys, one
+// accumulator per pair, reduced together by one haddp: W lanes.
+constexpr int kQueries = kMaxBlockQueries;
+constexpr int64_t kTileKeys = W / kQueries;
+static_assert(kTileKeys >= 1 && kTileKeys * kQueries == W, "a score tile fills one batch");
+// Value dimensions per pass: up to four batches per query stay in registers.
+constexpr int64_t kMaxValueBatches = 4;
+constexpr int64_t kDimsPerPass = kMaxValueBatches * W;
 
-}  // namespace
-
-void attend(const float* q, const float* k, size_t k_stride, const float* v, size_t v_stride, int64_t kv_len,
-            int64_t head_dim, float scale, const uint8_t* kv_valid, float* out, float* scratch) noexcept {
-    // Pass 1: scores of the valid positions; masked ones get -inf so that the
-    // exp pass below turns them into exact zeros without a branch.
-    float max = kNegInf;
-    int64_t n_valid = 0;
-    for (int64_t j = 0; j < kv_len; ++j) {
-        if (!valid(kv_valid, j)) {
-            scratch[j] = kNegInf;
-            continue;
+// Where haddp puts the sum of row r. It should be lane r, but xsimd 8.1's
+// AVX-512 haddp returns the rows in the order 0 1 4 5 2 3 6 7 8 9 12 13 ...;
+// the order is probed once rather than assumed, so a fixed xsimd works too.
+// (Every row is summed by the same tree, so a score's bits do not depend on
+// its lane either way.)
+const std::array<int, W>& haddp_lane_of_row() noexcept {
+    static const std::array<int, W> lanes = [] {
+        batch rows[W];
+        for (int64_t r = 0; r < W; ++r) {
+            alignas(64) float lane0[W] = {};
+            lane0[0] = static_cast<float>(r);
+            rows[r] = batch::load_aligned(lane0);
         }
-        const float s = scale * dot(q, k + static_cast<size_t>(j) * k_stride, head_dim);
-        scratch[j] = s;
-        max = std::max(max, s);
-        ++n_valid;
-    }
-    if (n_valid == 0) {
-        std::fill(out, out + head_dim, 0.0f);
-        return;
-    }
+        alignas(64) float sums[W];
+        xsimd::haddp(rows).store_aligned(sums);
+        std::array<int, W> out{};
+        for (int64_t lane = 0; lane < W; ++lane) out[static_cast<size_t>(sums[lane])] = static_cast<int>(lane);
+        return out;
+    }();
+    return lanes;
+}
 
-    // Pass 2: unnormalized weights exp(s - max) in [0, 1] (exp(-inf) = 0 for
-    // the masked) and their sum: each batch's W terms are added in float, the
-    // batch totals in double.
+// Pass 1: score[i][j] = scale * q_i . k_j for the keys query i uses, -inf for
+// the others. Every score goes through the same operations (the same lane of
+// the same reduction, the same scalar tail) whatever the tile it is in, so a
+// query's result does not depend on its block. A key row that no query uses
+// may still be loaded (it lies inside the cache) but its lanes are dropped.
+void scores(const AttentionQuery* queries, int nq, const float* const* q, const float* k, size_t k_stride,
+            int64_t max_len, int64_t head_dim, float scale, float* const* score, float* max_out,
+            int64_t* n_valid_out) noexcept {
+    const int64_t vector_dims = head_dim - head_dim % W;
+    const std::array<int, W>& lane_of = haddp_lane_of_row();
+    float max[kQueries];  // locals, kept in registers (the outputs may alias anything)
+    int64_t n_valid[kQueries];
+    std::copy(max_out, max_out + kQueries, max);
+    std::copy(n_valid_out, n_valid_out + kQueries, n_valid);
+    for (int64_t j0 = 0; j0 < max_len; j0 += kTileKeys) {
+        const float* key[kTileKeys];
+        for (int64_t t = 0; t < kTileKeys; ++t)
+            key[t] = k + static_cast<size_t>(std::min(j0 + t, max_len - 1)) * k_stride;
+        batch acc[W];
+        for (auto& a : acc) a = batch(0.0f);
+        for (int64_t d = 0; d < vector_dims; d += W) {
+            batch qv[kQueries];
+            for (int i = 0; i < kQueries; ++i) qv[i] = batch::load_unaligned(q[i] + d);
+            for (int64_t t = 0; t < kTileKeys; ++t) {
+                const batch kv = batch::load_unaligned(key[t] + d);
+                for (int i = 0; i < kQueries; ++i)
+                    acc[i * kTileKeys + t] = xsimd::fma(qv[i], kv, acc[i * kTileKeys + t]);
+            }
+        }
+        alignas(64) float dots[W];
+        xsimd::haddp(acc).store_aligned(dots);
+        for (int i = 0; i < nq; ++i) {
+            for (int64_t t = 0; t < kTileKeys && j0 + t < max_len; ++t) {
+                const int64_t j = j0 + t;
+                if (!uses(queries[i], j)) {
+                    if (j < queries[i].kv_len) score[i][j] = kNegInf;
+                    continue;
+                }
+                float s = dots[lane_of[static_cast<size_t>(i * kTileKeys + t)]];
+                for (int64_t d = vector_dims; d < head_dim; ++d) s = std::fma(q[i][d], key[t][d], s);
+                s *= scale;
+                score[i][j] = s;
+                max[i] = std::max(max[i], s);
+                ++n_valid[i];
+            }
+        }
+    }
+    std::copy(max, max + kQueries, max_out);
+    std::copy(n_valid, n_valid + kQueries, n_valid_out);
+}
+
+// Pass 2: score[j] -> exp(score[j] - max) over [0, kv_len), masked ones
+// becoming exact zeros; returns their sum (W terms in float, totals in double).
+double exponentiate(float* score, int64_t kv_len, float max) noexcept {
     const batch mv(max);
     double sum = 0.0;
     int64_t j = 0;
     for (; j + W <= kv_len; j += W) {
-        const batch e = xsimd::exp(batch::load_unaligned(scratch + j) - mv);
-        e.store_unaligned(scratch + j);
+        const batch e = xsimd::exp(batch::load_unaligned(score + j) - mv);
+        e.store_unaligned(score + j);
         sum += static_cast<double>(xsimd::hadd(e));
     }
     for (; j < kv_len; ++j) {
-        scratch[j] = xsimd::exp(batch(scratch[j] - max)).get(0);  // same exp as the body
-        sum += static_cast<double>(scratch[j]);
+        score[j] = xsimd::exp(batch(score[j] - max)).get(0);  // same exp as the body
+        sum += static_cast<double>(score[j]);
     }
-    const double inv_sum = 1.0 / sum;
+    return sum;
+}
 
-    // Pass 3: out = Σ_j w_j v_j / sum, in blocks of keys (see kKeysPerBlock).
-    alignas(64) float part[kDimsPerChunk];
-    double total[kDimsPerChunk];
-    for (int64_t d0 = 0; d0 < head_dim; d0 += kDimsPerChunk) {
-        const int64_t nd = std::min(kDimsPerChunk, head_dim - d0);
-        std::fill(total, total + nd, 0.0);
-        for (int64_t j0 = 0; j0 < kv_len; j0 += kKeysPerBlock) {
-            const int64_t j1 = std::min(kv_len, j0 + kKeysPerBlock);
-            std::fill(part, part + nd, 0.0f);
-            for (int64_t jj = j0; jj < j1; ++jj) {
-                if (!valid(kv_valid, jj)) continue;
-                axpy(scratch[jj], v + static_cast<size_t>(jj) * v_stride + d0, part, nd);
-            }
-            for (int64_t d = 0; d < nd; ++d) total[d] += static_cast<double>(part[d]);
+// Pass 3 for dimensions [d0, d0 + Batches * W + tail) and keys [j0, j1):
+// total[i][d] += Σ_j w_i[j] v_j[d], summed in float (in key order) and then
+// added to the double totals. A key row is read only if some query uses it,
+// and only the queries that use it add it, so rows masked for the whole
+// block (possibly NaN) are never touched and a query's sum does not depend
+// on its block.
+template <int64_t Batches>
+void accumulate_values(const AttentionQuery* queries, int nq, const float* const* weight, const float* v,
+                       size_t v_stride, int64_t d0, int64_t tail, int64_t j0, int64_t j1,
+                       double (*total)[kDimsPerPass]) noexcept {
+    constexpr int64_t kBatches = Batches > 0 ? Batches : 1;  // arrays of at least one
+    if constexpr (Batches == kMaxValueBatches) tail = 0;     // a full pass has no tail
+    batch acc[kQueries][kBatches];
+    float tail_acc[kQueries][W] = {};
+    for (auto& row : acc)
+        for (auto& a : row) a = batch(0.0f);
+    for (int64_t j = j0; j < j1; ++j) {
+        unsigned users = 0;
+        for (int i = 0; i < nq; ++i) users |= uses(queries[i], j) ? 1u << i : 0u;
+        if (users == 0) continue;
+        const float* row = v + static_cast<size_t>(j) * v_stride + d0;
+        batch vv[kBatches];
+        for (int64_t b = 0; b < Batches; ++b) vv[b] = batch::load_unaligned(row + b * W);
+        for (int i = 0; i < kQueries; ++i) {
+            if ((users >> i & 1u) == 0) continue;
+            const float w = weight[i][j];
+            const batch wv(w);
+            for (int64_t b = 0; b < Batches; ++b) acc[i][b] = xsimd::fma(wv, vv[b], acc[i][b]);
+            for (int64_t d = 0; d < tail; ++d) tail_acc[i][d] = std::fma(w, row[Batches * W + d], tail_acc[i][d]);
         }
-        for (int64_t d = 0; d < nd; ++d) out[d0 + d] = static_cast<float>(total[d] * inv_sum);
     }
+    for (int i = 0; i < nq; ++i) {
+        alignas(64) float part[kBatches * W];
+        for (int64_t b = 0; b < Batches; ++b) acc[i][b].store_aligned(part + b * W);
+        for (int64_t d = 0; d < Batches * W; ++d) total[i][d] += static_cast<double>(part[d]);
+        for (int64_t d = 0; d < tail; ++d) total[i][Batches * W + d] += static_cast<double>(tail_acc[i][d]);
+    }
+}
+
+}  // namespace
+
+size_t attend_block_scratch(int64_t max_kv_len) noexcept {
+    return static_cast<size_t>(kQueries) * static_cast<size_t>(std::max<int64_t>(max_kv_len, 0) + W);
+}
+
+void attend_block(const AttentionQuery* queries, int nq, const float* k, size_t k_stride, const float* v,
+                  size_t v_stride, int64_t head_dim, float scale, float* scratch) noexcept {
+    if (nq <= 0) return;
+    nq = std::min(nq, kQueries);
+    int64_t max_len = 0;
+    for (int i = 0; i < nq; ++i) max_len = std::max(max_len, queries[i].kv_len);
+    // Query rows past nq repeat the last query (computed, never stored).
+    const float* q[kQueries];
+    float* score[kQueries];
+    for (int i = 0; i < kQueries; ++i) {
+        q[i] = queries[std::min(i, nq - 1)].q;
+        score[i] = scratch + static_cast<size_t>(std::min(i, nq - 1)) * static_cast<size_t>(max_len + W);
+    }
+    float max[kQueries];
+    int64_t n_valid[kQueries] = {};
+    std::fill(max, max + kQueries, kNegInf);
+    if (max_len > 0) scores(queries, nq, q, k, k_stride, max_len, head_dim, scale, score, max, n_valid);
+
+    // Fully masked queries get zeros and take no part in pass 3.
+    AttentionQuery live[kQueries];
+    const float* weight[kQueries];
+    double inv_sum[kQueries];
+    int n_live = 0;
+    for (int i = 0; i < nq; ++i) {
+        if (n_valid[i] == 0) {
+            std::fill(queries[i].out, queries[i].out + head_dim, 0.0f);
+            continue;
+        }
+        inv_sum[n_live] = 1.0 / exponentiate(score[i], queries[i].kv_len, max[i]);
+        live[n_live] = queries[i];
+        weight[n_live++] = score[i];
+    }
+    if (n_live == 0) return;
+    for (int i = n_live; i < kQueries; ++i) weight[i] = weight[n_live - 1];
+
+    double total[kQueries][kDimsPerPass];
+    for (int64_t d0 = 0; d0 < head_dim; d0 += kDimsPerPass) {
+        const int64_t nd = std::min(kDimsPerPass, head_dim - d0);
+        const int64_t batches = nd / W, tail = nd % W;
+        for (int i = 0; i < n_live; ++i) std::fill(total[i], total[i] + nd, 0.0);
+        for (int64_t j0 = 0; j0 < max_len; j0 += kKeysPerBlock) {
+            const int64_t j1 = std::min(max_len, j0 + kKeysPerBlock);
+            switch (batches) {
+                case 0: accumulate_values<0>(live, n_live, weight, v, v_stride, d0, tail, j0, j1, total); break;
+                case 1: accumulate_values<1>(live, n_live, weight, v, v_stride, d0, tail, j0, j1, total); break;
+                case 2: accumulate_values<2>(live, n_live, weight, v, v_stride, d0, tail, j0, j1, total); break;
+                case 3: accumulate_values<3>(live, n_live, weight, v, v_stride, d0, tail, j0, j1, total); break;
+                default: accumulate_values<4>(live, n_live, weight, v, v_stride, d0, tail, j0, j1, total); break;
+            }
+        }
+        for (int i = 0; i < n_live; ++i)
+            for (int64_t d = 0; d < nd; ++d) live[i].out[d0 + d] = static_cast<float>(total[i][d] * inv_sum[i]);
+    }
+}
+
+void attend(const float* q, const float* k, size_t k_stride, const float* v, size_t v_stride, int64_t kv_len,
+            int64_t head_dim, float scale, const uint8_t* kv_valid, float* out, float* scratch) noexcept {
+    const AttentionQuery query{q, kv_len, kv_valid, out};
+    attend_block(&query, 1, k, k_stride, v, v_stride, head_dim, scale, scratch);
 }
 
 namespace ref {

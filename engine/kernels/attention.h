@@ -13,6 +13,23 @@ namespace kiln::kernels {
 void attend(const float* q, const float* k, size_t k_stride, const float* v, size_t v_stride, int64_t kv_len,
             int64_t head_dim, float scale, const uint8_t* kv_valid, float* out, float* scratch) noexcept;
 
+// A block of queries that read the same key/value head (consecutive tokens of
+// one head, or the heads of one grouped-query group): the keys and values are
+// loaded once for all of them. Each query has its own kv_len and mask.
+struct AttentionQuery {
+    const float* q;
+    int64_t kv_len;
+    const uint8_t* kv_valid;  // may be null: all valid
+    float* out;
+};
+constexpr int kMaxBlockQueries = 4;
+
+// Same results as attend() on each query alone, bit for bit, whatever the
+// block it is in. scratch holds kMaxBlockQueries * (max kv_len + 16) floats.
+void attend_block(const AttentionQuery* queries, int n_queries, const float* k, size_t k_stride, const float* v,
+                  size_t v_stride, int64_t head_dim, float scale, float* scratch) noexcept;
+size_t attend_block_scratch(int64_t max_kv_len) noexcept;
+
 namespace ref {
 void attend(const float* q, const float* k, size_t k_stride, const float* v, size_t v_stride, int64_t kv_len,
             int64_t head_dim, float scale, const uint8_t* kv_valid, float* out, float* scratch) noexcept;

@@ -30,31 +30,92 @@ void run_store_kv(const Graph& g, const Node& n, const ExecContext& ctx) {
     }
 }
 
-// Work is split over (token, head) pairs: a decode step still has n_heads items.
-template <decltype(&kernels::attend) kernel>
-void run_attention(const Graph& g, const Node& n, const ExecContext& ctx) {
-    const Node& q = g.node(n.src[kQuery]);
-    const Node& k = g.node(n.src[kKeys]);
-    const Node& v = g.node(n.src[kValues]);
-    const int32_t* positions = g.node(n.src[kPositions]).row<int32_t>(0);
-    const Node* mask = n.src[kMask] == kNoNode ? nullptr : &g.node(n.src[kMask]);
-    const AttentionParams& p = n.param<AttentionParams>();
+struct AttentionInputs {
+    const Node& q;
+    const Node& k;
+    const Node& v;
+    const int32_t* positions;
+    const Node* mask;
+    const AttentionParams& p;
+
+    AttentionInputs(const Graph& g, const Node& n)
+        : q(g.node(n.src[kQuery])),
+          k(g.node(n.src[kKeys])),
+          v(g.node(n.src[kValues])),
+          positions(g.node(n.src[kPositions]).row<int32_t>(0)),
+          mask(n.src[kMask] == kNoNode ? nullptr : &g.node(n.src[kMask])),
+          p(n.param<AttentionParams>()) {}
+
+    // Token t attends to cache rows [0, kv_len(t)), those its mask row allows.
+    int64_t kv_len(int64_t t) const noexcept {
+        return std::clamp<int64_t>(int64_t{positions[t]} + 1, 0, k.shape.rows());
+    }
+    const uint8_t* valid(int64_t t) const noexcept {
+        return mask == nullptr ? nullptr : mask->row<uint8_t>(mask->shape.rows() == 1 ? 0 : t);
+    }
+};
+
+// The scalar reference: one query at a time, work split over (token, head).
+void run_attention_reference(const Graph& g, const Node& n, const ExecContext& ctx) {
+    const AttentionInputs in(g, n);
+    const AttentionParams& p = in.p;
     const int64_t group = p.n_heads / p.n_kv_heads;
-    const int64_t n_ctx = k.shape.rows();
-    const auto [i0, i1] = my_rows(q.shape.rows() * p.n_heads, ctx);
+    const auto [i0, i1] = my_rows(in.q.shape.rows() * p.n_heads, ctx);
     for (int64_t item = i0; item < i1; ++item) {
         const int64_t t = item / p.n_heads, h = item % p.n_heads, kv_head = h / group;
-        const int64_t kv_len = std::clamp<int64_t>(int64_t{positions[t]} + 1, 0, n_ctx);
-        const uint8_t* valid = nullptr;
-        if (mask != nullptr) valid = mask->row<uint8_t>(mask->shape.rows() == 1 ? 0 : t);
-        kernel(q.row(t) + h * p.head_dim, k.row(0) + kv_head * p.head_dim, static_cast<size_t>(k.shape.ne[0]),
-               v.row(0) + kv_head * p.head_dim, static_cast<size_t>(v.shape.ne[0]), kv_len, p.head_dim, p.scale,
-               valid, n.row(t) + h * p.head_dim, ctx.scratch);
+        kernels::ref::attend(in.q.row(t) + h * p.head_dim, in.k.row(0) + kv_head * p.head_dim,
+                             static_cast<size_t>(in.k.shape.ne[0]), in.v.row(0) + kv_head * p.head_dim,
+                             static_cast<size_t>(in.v.shape.ne[0]), in.kv_len(t), p.head_dim, p.scale, in.valid(t),
+                             n.row(t) + h * p.head_dim, ctx.scratch);
+    }
+}
+
+// The fast path: the queries reading one key/value head, in (token, head of
+// the group) order, go to attend_block four at a time, so each key and value
+// row is loaded once per block instead of once per query. A causal prompt's
+// later tokens read more keys, so blocks are handed out by cost (the keys
+// they read) rather than by count: with equal counts the thread holding the
+// last tokens did about three times the work of the other.
+void run_attention_blocks(const Graph& g, const Node& n, const ExecContext& ctx) {
+    const AttentionInputs in(g, n);
+    const AttentionParams& p = in.p;
+    const int64_t group = p.n_heads / p.n_kv_heads;
+    const int64_t per_head = in.q.shape.rows() * group;  // queries per key/value head
+    constexpr int64_t kBlock = kernels::kMaxBlockQueries;
+    const int64_t blocks = (per_head + kBlock - 1) / kBlock;
+    constexpr int64_t kBlockOverhead = 16;  // in keys: the per-block work that does not scale with them
+    const auto cost = [&](int64_t b) {
+        int64_t keys = kBlockOverhead;
+        for (int64_t i = b * kBlock; i < std::min(per_head, (b + 1) * kBlock); ++i) keys += in.kv_len(i / group);
+        return keys;
+    };
+    int64_t per_head_cost = 0;
+    for (int64_t b = 0; b < blocks; ++b) per_head_cost += cost(b);
+    const int64_t total = per_head_cost * p.n_kv_heads;
+    const int64_t lo = total * ctx.ith / ctx.nth, hi = total * (ctx.ith + 1) / ctx.nth;
+
+    const auto k_stride = static_cast<size_t>(in.k.shape.ne[0]), v_stride = static_cast<size_t>(in.v.shape.ne[0]);
+    int64_t start = 0;
+    for (int64_t kv_head = 0; kv_head < p.n_kv_heads && start < hi; ++kv_head) {
+        for (int64_t b = 0; b < blocks && start < hi; ++b) {
+            const int64_t c = cost(b);
+            const bool mine = start >= lo;
+            start += c;
+            if (!mine) continue;
+            kernels::AttentionQuery queries[kBlock];
+            int nq = 0;
+            for (int64_t i = b * kBlock; i < std::min(per_head, (b + 1) * kBlock); ++i) {
+                const int64_t t = i / group, h = kv_head * group + i % group;
+                queries[nq++] = {in.q.row(t) + h * p.head_dim, in.kv_len(t), in.valid(t), n.row(t) + h * p.head_dim};
+            }
+            kernels::attend_block(queries, nq, in.k.row(0) + kv_head * p.head_dim, k_stride,
+                                  in.v.row(0) + kv_head * p.head_dim, v_stride, p.head_dim, p.scale, ctx.scratch);
+        }
     }
 }
 
 size_t attention_scratch(const Graph& g, const Node& n) {
-    return static_cast<size_t>(g.node(n.src[kKeys]).shape.rows());
+    return kernels::attend_block_scratch(g.node(n.src[kKeys]).shape.rows());
 }
 
 }  // namespace
@@ -109,8 +170,7 @@ NodeId attention(Graph& g, NodeId q, NodeId k_cache, NodeId v_cache, NodeId posi
 
 namespace ops::defs {
 extern const OpDef kStoreKV{OpKind::StoreKV, run_store_kv, run_store_kv};
-extern const OpDef kAttention{OpKind::Attention, run_attention<kernels::attend>, run_attention<kernels::ref::attend>,
-                       attention_scratch};
+extern const OpDef kAttention{OpKind::Attention, run_attention_blocks, run_attention_reference, attention_scratch};
 }  // namespace ops::defs
 
 }  // namespace kiln
