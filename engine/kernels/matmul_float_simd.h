@@ -25,7 +25,10 @@
 //    weight is used by every token of the tile. Rows in lanes means each
 //    accumulator stores straight to out[t][r .. r + 2N) with no horizontal sums.
 //    k is processed in chunks of kChunk so the packed panel chunk stays in L1/L2
-//    while all token tiles pass over it; later chunks add to the output.
+//    while all token tiles pass over it; later chunks add to the output. A
+//    panel's chunks are taken one after another, so its rows are read from
+//    memory front to back (32 steady streams for the prefetcher) rather than
+//    a kChunk piece of each row per pass over all panels.
 //
 // The architecture-specific parts (F16/BF16 loads, FMA, the transposing panel
 // pack, tile sizes) come from FloatArch<A>, specialised by each including file.
@@ -246,10 +249,10 @@ bool float_matmul_gemm(int64_t k, const std::byte* w, size_t w_stride, int64_t r
         Arch::pack_tokens(x + tile * TM * static_cast<int64_t>(x_stride), x_stride,
                           static_cast<int>(std::min(TM, n_tokens - tile * TM)), k, xp + tile * k * TM);
 
-    for (int64_t k0 = 0; k0 < k; k0 += KC) {
-        const int64_t kc = std::min(KC, k - k0);
-        for (int64_t p0 = r0; p0 < r1; p0 += P) {
-            const int rows = static_cast<int>(std::min(P, r1 - p0));
+    for (int64_t p0 = r0; p0 < r1; p0 += P) {
+        const int rows = static_cast<int>(std::min(P, r1 - p0));
+        for (int64_t k0 = 0; k0 < k; k0 += KC) {
+            const int64_t kc = std::min(KC, k - k0);
             Arch::template pack_panel<W>(w + p0 * static_cast<int64_t>(w_stride), w_stride, rows, k0, kc, panel);
             for (int64_t tile = 0; tile < n_tiles; ++tile) {
                 const auto nt = static_cast<size_t>(std::min(TM, n_tokens - tile * TM));
