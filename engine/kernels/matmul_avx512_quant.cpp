@@ -433,10 +433,11 @@ bool quant_matmul_gemm(int64_t k, const std::byte* w, size_t w_stride, int64_t r
     std::byte* panel = tiles + tiles_bytes;
     pack_token_tiles(x, x_stride, n_tokens, nb, tiles);
 
-    for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks) {
-        const int64_t nbc = std::min(kChunkBlocks, nb - b0);
-        for (int64_t p0 = r0; p0 < r1; p0 += kPanelRows) {
-            const int rows = static_cast<int>(std::min(kPanelRows, r1 - p0));
+    // A panel's chunks one after another: its rows stream front to back.
+    for (int64_t p0 = r0; p0 < r1; p0 += kPanelRows) {
+        const int rows = static_cast<int>(std::min(kPanelRows, r1 - p0));
+        for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks) {
+            const int64_t nbc = std::min(kChunkBlocks, nb - b0);
             pack_quant_panel<W>(w + p0 * static_cast<int64_t>(w_stride), w_stride, rows, b0, nbc, panel);
             for (int64_t tile = 0; tile < n_tiles; ++tile) {
                 const auto nt = static_cast<size_t>(std::min<int64_t>(kTokens, n_tokens - tile * kTokens));
