@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cstdlib>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -172,6 +174,43 @@ TEST_CASE("kiln-bench --roofline gives tg's bandwidth as a fraction of the measu
     REQUIRE(r["roofline_gbs"].get<double>() > 0);
     CHECK(r["roofline_fraction"].get<double>() ==
           Approx(r["bandwidth_gbs"].get<double>() / r["roofline_gbs"].get<double>()).epsilon(1e-3));
+}
+
+// KILN_PROFILE=1: the executor's per-step table on stderr at exit. stories260K
+// has 5 layers, so every per-layer step runs a multiple of 5 times, and the
+// shares add up to 100%.
+TEST_CASE("KILN_PROFILE prints where the time went per step and thread", "[cli][bench]") {
+    ::setenv("KILN_PROFILE", "1", 1);
+    const auto run = bench("-m " + tiny_model() + " -t 2 -r 1 -p 16 -n 4");
+    ::unsetenv("KILN_PROFILE");
+    INFO(run.err);
+    REQUIRE(run.status == 0);
+    const std::vector<std::string> lines = lines_of(run.err);
+    const auto header = std::find_if(lines.begin(), lines.end(),
+                                     [](const std::string& l) { return l.starts_with("KILN_PROFILE:"); });
+    REQUIRE(header != lines.end());
+    REQUIRE(header + 1 != lines.end());
+    CHECK_THAT(header[1], Catch::Contains("thread 0") && Catch::Contains("thread 1"));
+    double shares = 0;
+    bool saw_attention = false, saw_matmul = false, saw_waits = false;
+    for (auto it = header + 2; it != lines.end(); ++it) {
+        std::istringstream row(*it);
+        std::vector<std::string> words;
+        for (std::string w; row >> w;) words.push_back(w);
+        REQUIRE(words.size() >= 3);
+        shares += std::stod(words.back());
+        if (words[0] == "(barrier") {
+            saw_waits = true;
+            continue;
+        }
+        saw_matmul = saw_matmul || words[0] == "matmul";
+        if (words[0] == "attention") {
+            saw_attention = true;
+            CHECK(std::stol(words[1]) % 5 == 0);
+        }
+    }
+    CHECK((saw_attention && saw_matmul && saw_waits));
+    CHECK(shares == Approx(100.0).margin(0.5));
 }
 
 TEST_CASE("kiln-bench refuses bad flags and files with one line", "[cli][bench]") {
