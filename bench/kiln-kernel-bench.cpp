@@ -236,7 +236,7 @@ double time_matmul(kiln::ThreadPool& pool, const MatmulKernels& set, const Weigh
             for (int64_t it = 0; it < iterations; ++it) {
                 const std::byte* weights = w.data.get() + static_cast<size_t>(it) % copies * w.matrix_bytes;
                 set.matmul(w.type, w.k, weights, w.row_bytes, r0, r1, x.data.data(), x.stride, n_tokens, out.data(),
-                           w.rows);
+                           w.rows, nullptr);
                 pool.barrier();
             }
         });

@@ -17,12 +17,14 @@
 //    on random rows, exact rounding ties and special values.
 //  * The kernel-set selection behind KILN_KERNELS.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -107,7 +109,7 @@ Result run(const MatmulKernels& set, const Operands& o, int64_t r0, int64_t r1) 
     Result res{o.rows + 5, {}};
     res.out.assign(static_cast<size_t>(o.n_tokens * res.out_stride), kSentinel);
     set.matmul(o.type, o.k, o.w.data(), o.w_stride, r0, r1, o.x.data(), o.x_stride, o.n_tokens, res.out.data(),
-               res.out_stride);
+               res.out_stride, nullptr);
     return res;
 }
 
@@ -237,6 +239,34 @@ TEST_CASE("matmul: every kernel set matches the scalar set", "[kernels][matmul]"
                         return static_cast<double>(want.out[t * want.out_stride + r]);
                     });
                 }
+            }
+        }
+    }
+}
+
+// Rows claimed at run time (RowClaims) by three threads give the bits of one
+// call over all rows, for every set: chunk boundaries at multiples of 32 rows
+// fall on the kernels' row tiles. Every row is written exactly once.
+TEST_CASE("matmul: rows claimed by several threads equal one call bit for bit", "[kernels][matmul]") {
+    uint32_t seed = 900;
+    for (const MatmulKernels* set : available_matmul_kernels()) {
+        for (DType type : kTypes) {
+            for (int64_t n_tokens : {1, 3, 9, 33}) {
+                const Operands o = make_operands(type, 203, 96, n_tokens, seed++);
+                const Result whole = run(*set, o, 0, o.rows);
+                Result claimed{whole.out_stride, std::vector<float>(whole.out.size(), kSentinel)};
+                constexpr int kThreads = 3;
+                std::atomic<int64_t> next{kThreads};
+                std::vector<std::thread> threads;
+                for (int ith = 0; ith < kThreads; ++ith)
+                    threads.emplace_back([&, ith] {
+                        const RowClaims claims{&next, 32, ith};
+                        set->matmul(o.type, o.k, o.w.data(), o.w_stride, 0, o.rows, o.x.data(), o.x_stride,
+                                    o.n_tokens, claimed.out.data(), claimed.out_stride, &claims);
+                    });
+                for (std::thread& t : threads) t.join();
+                INFO(describe(*set, o, 0, o.rows));
+                REQUIRE(std::memcmp(whole.out.data(), claimed.out.data(), whole.out.size() * sizeof(float)) == 0);
             }
         }
     }

@@ -53,29 +53,31 @@ bool overlaps(const Range& r, const std::vector<Range>& set) noexcept {
     return false;
 }
 
-// Decode-sized products (fewer tokens than this) are handed out in chunks
-// claimed at run time instead of one fixed share per thread. They stream
-// their weights from memory, and on a shared machine one thread's share
-// often takes longer than the other's (its core is interrupted, or draws less
-// bandwidth): with fixed shares the fast thread then idles at the barrier,
-// with chunks it takes over the rest. Batched products keep fixed shares:
-// each call packs all its tokens, which chunks would repeat.
-constexpr int64_t kDynamicMaxTokens = 4;
-constexpr int64_t kDotRowGranule = 4;    // the decode kernels' row tile (ops/matmul.cpp hands out the same)
-constexpr int64_t kChunksPerThread = 4;  // enough to even out, few enough that claiming costs nothing
+// Matrix products hand their weight rows out in chunks claimed at run time
+// (kernels::RowClaims) instead of one fixed share per thread. On a shared
+// machine, or a laptop with other work, one thread's share often takes longer
+// than the other's (its core is interrupted, or draws less bandwidth): with
+// fixed shares the fast thread then idles at the barrier, with chunks it
+// takes over the rest. Each thread still packs a batch's tokens only once.
+// Chunks are whole row tiles of the kernels, so the results are the bits a
+// fixed split gives.
+constexpr int64_t kDynamicMaxTokens = 4;  // below this, the decode kernels (row tile 4); else the GEMMs (32)
+constexpr int64_t kChunksPerThread = 4;   // enough to even out, few enough that claiming costs nothing
 
 bool dynamic_matmul(const Graph& g, const Node& n) noexcept {
-    return n.op == OpKind::MatMul && n.shape.rows() < kDynamicMaxTokens && g.node(n.src[0]).shape.rank <= 2;
+    return n.op == OpKind::MatMul && g.node(n.src[0]).shape.rank <= 2;
 }
 
-// Chunk c of the product: rows [c * chunk, (c + 1) * chunk) of the output.
-void multiply_chunk(const Graph& g, const Node& n, const kernels::MatmulKernels& k, int64_t chunk, int64_t c) {
+void multiply_claiming(const Graph& g, const Node& n, const kernels::MatmulKernels& k, std::atomic<int64_t>& next,
+                       int ith, int nth) {
     const Node& w = g.node(n.src[0]);
     const Node& x = g.node(n.src[1]);
     const int64_t m = n.shape.ne[0];
-    const int64_t r0 = c * chunk, r1 = std::min(m, r0 + chunk);
-    if (r0 >= r1) return;
-    k.matmul(w.type, w.shape.ne[0], w.data, w.row_bytes, r0, r1, x.data, x.row_bytes, n.shape.rows(), n.row(0), m);
+    const int64_t tile = n.shape.rows() < kDynamicMaxTokens ? 4 : 32;
+    const int64_t tiles = (m + tile - 1) / tile;
+    const kernels::RowClaims claims{&next, std::max<int64_t>(1, tiles / (nth * kChunksPerThread)) * tile, ith};
+    k.matmul(w.type, w.shape.ne[0], w.data, w.row_bytes, 0, m, x.data, x.row_bytes, n.shape.rows(), n.row(0), m,
+             &claims);
 }
 
 // A step's row in KILN_PROFILE's table: the op, and for products the weight
@@ -172,12 +174,7 @@ void Executor::run(ThreadPool& pool) {
             }
             const Node& n = graph_.node(steps_[s]);
             if (dynamic_[s] && nth > 1) {
-                const int64_t m = n.shape.ne[0];
-                const int64_t granules = (m + kDotRowGranule - 1) / kDotRowGranule;
-                const int64_t per_chunk = std::max<int64_t>(1, granules / (nth * kChunksPerThread));
-                const int64_t chunk = per_chunk * kDotRowGranule, chunks = (m + chunk - 1) / chunk;
-                for (int64_t c = ith; c < chunks; c = next_chunk_[s].fetch_add(1, std::memory_order_relaxed))
-                    multiply_chunk(graph_, n, *matmul_, chunk, c);
+                multiply_claiming(graph_, n, *matmul_, next_chunk_[s], ith, nth);
                 continue;
             }
             (mode_ == Mode::Fast ? defs_[s]->forward : defs_[s]->reference)(graph_, n, ctx);

@@ -11,9 +11,9 @@
 // quarter fewer barriers. Only ops whose memory effects are known (each writes
 // exactly its own data) are elided around; any other op gets a barrier on both sides.
 //
-// Decode-sized matrix products are split into chunks that threads claim as
-// they go (see executor.cpp), so a thread slowed down by the machine does not
-// hold the other at the next barrier.
+// Matrix products are split into chunks of rows that threads claim as they go
+// (see executor.cpp), so a thread slowed down by the machine does not hold the
+// other at the next barrier.
 #include <atomic>
 #include <cstddef>
 #include <memory>
@@ -46,7 +46,7 @@ private:
     std::vector<NodeId> steps_;          // computed nodes, in order
     std::vector<const OpDef*> defs_;     // their definitions, looked up once
     std::vector<bool> barrier_before_;   // per step: wait for all threads first
-    std::vector<bool> dynamic_;          // per step: a decode matmul handed out in chunks
+    std::vector<bool> dynamic_;          // per step: a matmul handed out in chunks
     std::unique_ptr<std::atomic<int64_t>[]> next_chunk_;  // per step: the next unclaimed chunk
     size_t scratch_floats_ = 0;          // per thread
     std::vector<std::vector<float>> scratch_;

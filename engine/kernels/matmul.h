@@ -8,6 +8,7 @@
 // weights; for Q8_0/Q4_0 weights each activation row is quantized to Q8_0 and
 // the dot products run on int8 blocks. Several kernel sets exist (scalar
 // reference, AVX2, AVX-512 VNNI); one is chosen at start-up for this CPU.
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -22,6 +23,22 @@ DType vec_dot_type(DType weight_type) noexcept;
 // Bytes of one prepared activation row of k elements for this weight type.
 size_t prepared_row_bytes(DType weight_type, int64_t k) noexcept;
 
+// Weight rows handed out while a product runs, so that a thread slowed down
+// by the machine does not hold the others at the next barrier: chunk c covers
+// rows [r0 + c * chunk_rows, r0 + (c + 1) * chunk_rows) of the call's [r0, r1).
+// Every thread of a run calls matmul with the same arguments and its own
+// `first` chunk (its thread index); then each claims the next unclaimed chunk
+// from *next (which starts at the number of threads) until none is left. A
+// chunk is done by exactly one thread, and each output row's arithmetic does
+// not depend on which thread or chunk computed it when chunk_rows is a
+// multiple of the kernels' row tile (32). A thread packs its activations once
+// per call, not once per chunk.
+struct RowClaims {
+    std::atomic<int64_t>* next;
+    int64_t chunk_rows;
+    int64_t first;
+};
+
 struct MatmulKernels {
     std::string_view name;  // "scalar", "avx2", "avx512-vnni", ...
 
@@ -32,9 +49,12 @@ struct MatmulKernels {
 
     // out[t * out_stride + r] = dot(W row r, X row t) for r in [r0, r1) and
     // t in [0, n_tokens). W rows are w_stride bytes apart, prepared X rows are
-    // x_stride bytes apart. Thread-safe for disjoint row ranges.
+    // x_stride bytes apart. Thread-safe for disjoint row ranges. With claims,
+    // the rows of [r0, r1) this thread computes are claimed as it goes (see
+    // RowClaims); with nullptr, all of [r0, r1).
     void (*matmul)(DType weight_type, int64_t k, const void* w, size_t w_stride, int64_t r0, int64_t r1,
-                   const void* x, size_t x_stride, int64_t n_tokens, float* out, int64_t out_stride);
+                   const void* x, size_t x_stride, int64_t n_tokens, float* out, int64_t out_stride,
+                   const RowClaims* claims);
 };
 
 // Whether kiln can multiply with weights of this type (F32, F16, BF16, Q8_0, Q4_0).

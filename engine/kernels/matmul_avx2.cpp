@@ -266,7 +266,7 @@ bool quant_matmul(int64_t k, const std::byte* w, size_t w_stride, int64_t r0, in
 }
 
 void avx2_matmul(DType type, int64_t k, const void* w, size_t w_stride, int64_t r0, int64_t r1, const void* x,
-                 size_t x_stride, int64_t n_tokens, float* out, int64_t out_stride) noexcept {
+                 size_t x_stride, int64_t n_tokens, float* out, int64_t out_stride, const RowClaims* claims) noexcept {
     assert_matmul_args(type, k, r0, r1, n_tokens, out_stride, out);
     if (r0 == r1 || n_tokens == 0) return;
     const auto* wb = static_cast<const std::byte*>(w);
@@ -274,23 +274,28 @@ void avx2_matmul(DType type, int64_t k, const void* w, size_t w_stride, int64_t 
     bool done = false;
     switch (type) {
         case DType::F32:
-            done = float_matmul<Avx2, DType::F32>(k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride);
+            done = float_matmul<Avx2, DType::F32>(k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride, claims);
             break;
         case DType::F16:
-            done = float_matmul<Avx2, DType::F16>(k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride);
+            done = float_matmul<Avx2, DType::F16>(k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride, claims);
             break;
         case DType::BF16:
-            done = float_matmul<Avx2, DType::BF16>(k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride);
+            done = float_matmul<Avx2, DType::BF16>(k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride, claims);
             break;
         case DType::Q8_0:
-            done = quant_matmul<DType::Q8_0>(k, wb, w_stride, r0, r1, xb, x_stride, n_tokens, out, out_stride);
-            break;
         case DType::Q4_0:
-            done = quant_matmul<DType::Q4_0>(k, wb, w_stride, r0, r1, xb, x_stride, n_tokens, out, out_stride);
+            // Scratch first (it never shrinks): no chunk's call can fail after chunks were claimed.
+            if (thread_scratch(static_cast<size_t>(n_tokens * (k / 32)) * sizeof(float)) == nullptr) break;
+            done = true;
+            for_each_claimed(r0, r1, claims, [&](int64_t a, int64_t b) {
+                if (type == DType::Q8_0) quant_matmul<DType::Q8_0>(k, wb, w_stride, a, b, xb, x_stride, n_tokens, out, out_stride);
+                else quant_matmul<DType::Q4_0>(k, wb, w_stride, a, b, xb, x_stride, n_tokens, out, out_stride);
+            });
             break;
         default: return;
     }
-    if (!done) scalar_matmul_kernels().matmul(type, k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride);
+    if (!done)
+        scalar_matmul_kernels().matmul(type, k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride, claims);
 }
 
 constexpr MatmulKernels kAvx2{"avx2", avx2_prepare_row, avx2_matmul};

@@ -157,27 +157,29 @@ void avx512_prepare_row(DType weight_type, const float* x, int64_t k, void* out)
 }
 
 void avx512_matmul(DType type, int64_t k, const void* w, size_t w_stride, int64_t r0, int64_t r1, const void* x,
-                   size_t x_stride, int64_t n_tokens, float* out, int64_t out_stride) noexcept {
+                   size_t x_stride, int64_t n_tokens, float* out, int64_t out_stride,
+                   const RowClaims* claims) noexcept {
     assert_matmul_args(type, k, r0, r1, n_tokens, out_stride, out);
     if (r0 == r1 || n_tokens == 0) return;
     bool done = false;
     switch (type) {
         case DType::F32:
-            done = float_matmul<Avx512, DType::F32>(k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride);
+            done = float_matmul<Avx512, DType::F32>(k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride, claims);
             break;
         case DType::F16:
-            done = float_matmul<Avx512, DType::F16>(k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride);
+            done = float_matmul<Avx512, DType::F16>(k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride, claims);
             break;
         case DType::BF16:
-            done = float_matmul<Avx512, DType::BF16>(k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride);
+            done = float_matmul<Avx512, DType::BF16>(k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride, claims);
             break;
         case DType::Q8_0:
         case DType::Q4_0:
-            done = avx512_quant_matmul(type, k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride);
+            done = avx512_quant_matmul(type, k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride, claims);
             break;
         default: return;
     }
-    if (!done) scalar_matmul_kernels().matmul(type, k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride);
+    if (!done)
+        scalar_matmul_kernels().matmul(type, k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride, claims);
 }
 
 constexpr MatmulKernels kAvx512Vnni{"avx512-vnni", avx512_prepare_row, avx512_matmul};

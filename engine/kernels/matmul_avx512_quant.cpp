@@ -422,7 +422,9 @@ constexpr std::array<GemmTileFn, sizeof...(T)> gemm_table(std::index_sequence<T.
 
 template <DType W>
 bool quant_matmul_gemm(int64_t k, const std::byte* w, size_t w_stride, int64_t r0, int64_t r1, const std::byte* x,
-                       size_t x_stride, int64_t n_tokens, float* out, int64_t out_stride) noexcept {
+                       size_t x_stride, int64_t n_tokens, float* out, int64_t out_stride,
+                       const RowClaims* claims) noexcept {
+    if (!has_claimable_rows(r0, r1, claims)) return true;
     static constexpr auto kTiles = gemm_table(std::make_index_sequence<kTokens>{});
     const int64_t nb = k / 32;
     const int64_t n_tiles = (n_tokens + kTokens - 1) / kTokens;
@@ -434,18 +436,20 @@ bool quant_matmul_gemm(int64_t k, const std::byte* w, size_t w_stride, int64_t r
     pack_token_tiles(x, x_stride, n_tokens, nb, tiles);
 
     // A panel's chunks one after another: its rows stream front to back.
-    for (int64_t p0 = r0; p0 < r1; p0 += kPanelRows) {
-        const int rows = static_cast<int>(std::min(kPanelRows, r1 - p0));
-        for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks) {
-            const int64_t nbc = std::min(kChunkBlocks, nb - b0);
-            pack_quant_panel<W>(w + p0 * static_cast<int64_t>(w_stride), w_stride, rows, b0, nbc, panel);
-            for (int64_t tile = 0; tile < n_tiles; ++tile) {
-                const auto nt = static_cast<size_t>(std::min<int64_t>(kTokens, n_tokens - tile * kTokens));
-                kTiles[nt - 1](nbc, panel, tiles + (tile * nb + b0) * kTileBlockBytes,
-                               out + tile * kTokens * out_stride + p0, out_stride, rows, b0 > 0);
+    for_each_claimed(r0, r1, claims, [&](int64_t a, int64_t b) {
+        for (int64_t p0 = a; p0 < b; p0 += kPanelRows) {
+            const int rows = static_cast<int>(std::min(kPanelRows, b - p0));
+            for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks) {
+                const int64_t nbc = std::min(kChunkBlocks, nb - b0);
+                pack_quant_panel<W>(w + p0 * static_cast<int64_t>(w_stride), w_stride, rows, b0, nbc, panel);
+                for (int64_t tile = 0; tile < n_tiles; ++tile) {
+                    const auto nt = static_cast<size_t>(std::min<int64_t>(kTokens, n_tokens - tile * kTokens));
+                    kTiles[nt - 1](nbc, panel, tiles + (tile * nb + b0) * kTileBlockBytes,
+                                   out + tile * kTokens * out_stride + p0, out_stride, rows, b0 > 0);
+                }
             }
         }
-    }
+    });
     return true;
 }
 
@@ -456,23 +460,31 @@ constexpr int64_t kQuantGemmMinTokens = 4;
 
 template <DType W>
 bool quant_matmul(int64_t k, const std::byte* w, size_t w_stride, int64_t r0, int64_t r1, const std::byte* x,
-                  size_t x_stride, int64_t n_tokens, float* out, int64_t out_stride) noexcept {
+                  size_t x_stride, int64_t n_tokens, float* out, int64_t out_stride, const RowClaims* claims) noexcept {
     // The panel gathers address 16 rows with 32-bit offsets.
     const bool gather_ok = w_stride <= static_cast<size_t>(INT_MAX / 16);
     if (n_tokens >= kQuantGemmMinTokens && gather_ok && k > 0)
-        return quant_matmul_gemm<W>(k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride);
-    return quant_matmul_dot<W>(k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride);
+        return quant_matmul_gemm<W>(k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride, claims);
+    // The decode path arranges the few activation rows per chunk (cheap next to
+    // streaming the weights). Its scratch is had first: the scratch never
+    // shrinks, so once had no chunk's call can fail after chunks were claimed.
+    if (thread_scratch(static_cast<size_t>(n_tokens * arranged_row_bytes<W>(k / 32))) == nullptr) return false;
+    for_each_claimed(r0, r1, claims, [&](int64_t a, int64_t b) {
+        quant_matmul_dot<W>(k, w, w_stride, a, b, x, x_stride, n_tokens, out, out_stride);
+    });
+    return true;
 }
 
 }  // namespace
 
 bool avx512_quant_matmul(DType type, int64_t k, const void* w, size_t w_stride, int64_t r0, int64_t r1,
-                         const void* x, size_t x_stride, int64_t n_tokens, float* out, int64_t out_stride) noexcept {
+                         const void* x, size_t x_stride, int64_t n_tokens, float* out, int64_t out_stride,
+                         const RowClaims* claims) noexcept {
     const auto* wb = static_cast<const std::byte*>(w);
     const auto* xb = static_cast<const std::byte*>(x);
     if (type == DType::Q8_0)
-        return quant_matmul<DType::Q8_0>(k, wb, w_stride, r0, r1, xb, x_stride, n_tokens, out, out_stride);
-    return quant_matmul<DType::Q4_0>(k, wb, w_stride, r0, r1, xb, x_stride, n_tokens, out, out_stride);
+        return quant_matmul<DType::Q8_0>(k, wb, w_stride, r0, r1, xb, x_stride, n_tokens, out, out_stride, claims);
+    return quant_matmul<DType::Q4_0>(k, wb, w_stride, r0, r1, xb, x_stride, n_tokens, out, out_stride, claims);
 }
 
 }  // namespace kiln::kernels::detail

@@ -227,7 +227,9 @@ constexpr auto float_gemm_table(std::index_sequence<T...>) noexcept {
 // Returns false (having written nothing) when scratch memory is not available.
 template <class A, DType W>
 bool float_matmul_gemm(int64_t k, const std::byte* w, size_t w_stride, int64_t r0, int64_t r1, const std::byte* x,
-                       size_t x_stride, int64_t n_tokens, float* out, int64_t out_stride) noexcept {
+                       size_t x_stride, int64_t n_tokens, float* out, int64_t out_stride,
+                       const RowClaims* claims) noexcept {
+    if (!has_claimable_rows(r0, r1, claims)) return true;
     using Arch = FloatArch<A>;
     constexpr int64_t N = Arch::Batch::size;
     constexpr int64_t P = 2 * N;
@@ -249,18 +251,20 @@ bool float_matmul_gemm(int64_t k, const std::byte* w, size_t w_stride, int64_t r
         Arch::pack_tokens(x + tile * TM * static_cast<int64_t>(x_stride), x_stride,
                           static_cast<int>(std::min(TM, n_tokens - tile * TM)), k, xp + tile * k * TM);
 
-    for (int64_t p0 = r0; p0 < r1; p0 += P) {
-        const int rows = static_cast<int>(std::min(P, r1 - p0));
-        for (int64_t k0 = 0; k0 < k; k0 += KC) {
-            const int64_t kc = std::min(KC, k - k0);
-            Arch::template pack_panel<W>(w + p0 * static_cast<int64_t>(w_stride), w_stride, rows, k0, kc, panel);
-            for (int64_t tile = 0; tile < n_tiles; ++tile) {
-                const auto nt = static_cast<size_t>(std::min(TM, n_tokens - tile * TM));
-                kTiles[nt - 1](kc, panel, xp + tile * k * TM + k0 * TM, out + tile * TM * out_stride + p0, out_stride,
-                               rows, k0 > 0);
+    for_each_claimed(r0, r1, claims, [&](int64_t a, int64_t b) {
+        for (int64_t p0 = a; p0 < b; p0 += P) {
+            const int rows = static_cast<int>(std::min(P, b - p0));
+            for (int64_t k0 = 0; k0 < k; k0 += KC) {
+                const int64_t kc = std::min(KC, k - k0);
+                Arch::template pack_panel<W>(w + p0 * static_cast<int64_t>(w_stride), w_stride, rows, k0, kc, panel);
+                for (int64_t tile = 0; tile < n_tiles; ++tile) {
+                    const auto nt = static_cast<size_t>(std::min(TM, n_tokens - tile * TM));
+                    kTiles[nt - 1](kc, panel, xp + tile * k * TM + k0 * TM, out + tile * TM * out_stride + p0,
+                                   out_stride, rows, k0 > 0);
+                }
             }
         }
-    }
+    });
     return true;
 }
 
@@ -268,14 +272,16 @@ bool float_matmul_gemm(int64_t k, const std::byte* w, size_t w_stride, int64_t r
 // uses the scalar set.
 template <class A, DType W>
 bool float_matmul(int64_t k, const void* w, size_t w_stride, int64_t r0, int64_t r1, const void* x, size_t x_stride,
-                  int64_t n_tokens, float* out, int64_t out_stride) noexcept {
+                  int64_t n_tokens, float* out, int64_t out_stride, const RowClaims* claims) noexcept {
     const auto* wb = static_cast<const std::byte*>(w);
     const auto* xb = static_cast<const std::byte*>(x);
     if (n_tokens < kFloatGemmMinTokens || k == 0) {
-        float_matmul_dot<A, W>(k, wb, w_stride, r0, r1, xb, x_stride, n_tokens, out, out_stride);
+        for_each_claimed(r0, r1, claims, [&](int64_t a, int64_t b) {
+            float_matmul_dot<A, W>(k, wb, w_stride, a, b, xb, x_stride, n_tokens, out, out_stride);
+        });
         return true;
     }
-    return float_matmul_gemm<A, W>(k, wb, w_stride, r0, r1, xb, x_stride, n_tokens, out, out_stride);
+    return float_matmul_gemm<A, W>(k, wb, w_stride, r0, r1, xb, x_stride, n_tokens, out, out_stride, claims);
 }
 
 }  // namespace kiln::kernels::detail

@@ -2,6 +2,7 @@
 // Private to the matmul kernels (and their tests): how the kernel sets find each
 // other, the per-thread scratch memory the SIMD sets pack operands into, and the
 // shared shape checks.
+#include <algorithm>
 #include <cassert>
 #include <cstddef>
 #include <cstdint>
@@ -44,6 +45,27 @@ const MatmulKernels& select_matmul_kernels(const char* requested, bool* matched 
 std::byte* thread_scratch(size_t bytes) noexcept;
 
 inline constexpr size_t round_up(size_t n, size_t to) noexcept { return (n + to - 1) / to * to; }
+
+// Calls f(a, b) for each row range [a, b) of [r0, r1) this thread computes:
+// all of it without claims, else the chunks it claims (see RowClaims).
+template <class F>
+void for_each_claimed(int64_t r0, int64_t r1, const RowClaims* claims, F&& f) {
+    if (claims == nullptr) {
+        if (r0 < r1) f(r0, r1);
+        return;
+    }
+    const int64_t chunk = claims->chunk_rows;
+    const int64_t chunks = (r1 - r0 + chunk - 1) / chunk;
+    for (int64_t c = claims->first; c < chunks; c = claims->next->fetch_add(1, std::memory_order_relaxed))
+        f(r0 + c * chunk, std::min(r1, r0 + (c + 1) * chunk));
+}
+
+// Whether this thread has any chunk to compute (before it packs operands).
+inline bool has_claimable_rows(int64_t r0, int64_t r1, const RowClaims* claims) noexcept {
+    if (claims == nullptr) return r0 < r1;
+    return claims->first * claims->chunk_rows < r1 - r0 ||
+           claims->next->load(std::memory_order_relaxed) * claims->chunk_rows < r1 - r0;
+}
 
 // The preconditions every set's matmul shares (checked in debug builds only).
 inline void assert_matmul_args([[maybe_unused]] DType type, [[maybe_unused]] int64_t k,

@@ -98,16 +98,19 @@ void scalar_prepare_row(DType weight_type, const float* x, int64_t k, void* out)
 }
 
 void scalar_matmul(DType weight_type, int64_t k, const void* w, size_t w_stride, int64_t r0, int64_t r1,
-                   const void* x, size_t x_stride, int64_t n_tokens, float* out, int64_t out_stride) noexcept {
+                   const void* x, size_t x_stride, int64_t n_tokens, float* out, int64_t out_stride,
+                   const RowClaims* claims) noexcept {
     detail::assert_matmul_args(weight_type, k, r0, r1, n_tokens, out_stride, out);
     const DotFn dot = dot_for(weight_type);
     if (dot == nullptr) return;
     const auto* wb = static_cast<const std::byte*>(w);
     const auto* xb = static_cast<const std::byte*>(x);
-    for (int64_t t = 0; t < n_tokens; ++t)
-        for (int64_t r = r0; r < r1; ++r)
-            out[t * out_stride + r] =
-                dot(k, wb + r * static_cast<int64_t>(w_stride), xb + t * static_cast<int64_t>(x_stride));
+    detail::for_each_claimed(r0, r1, claims, [&](int64_t a, int64_t b) {
+        for (int64_t t = 0; t < n_tokens; ++t)
+            for (int64_t r = a; r < b; ++r)
+                out[t * out_stride + r] =
+                    dot(k, wb + r * static_cast<int64_t>(w_stride), xb + t * static_cast<int64_t>(x_stride));
+    });
 }
 
 constexpr MatmulKernels kScalar{"scalar", scalar_prepare_row, scalar_matmul};

@@ -30,7 +30,8 @@ void multiply(const Graph& g, const Node& n, const ExecContext& ctx, const kerne
     const auto [g0, g1] = my_rows(granules, ctx);
     const int64_t r0 = g0 * granule, r1 = std::min(m, g1 * granule);
     if (r0 >= r1) return;
-    k.matmul(w.type, w.shape.ne[0], w.data, w.row_bytes, r0, r1, x.data, x.row_bytes, n.shape.rows(), n.row(0), m);
+    k.matmul(w.type, w.shape.ne[0], w.data, w.row_bytes, r0, r1, x.data, x.row_bytes, n.shape.rows(), n.row(0), m,
+             nullptr);
 }
 
 void run_prepare(const Graph& g, const Node& n, const ExecContext& ctx) { prepare(g, n, ctx, *ctx.matmul); }
