@@ -7,10 +7,12 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
 #include "engine/core/half.h"
+#include "engine/kernels/convert.h"
 
 #ifdef __F16C__
 #include <immintrin.h>
@@ -209,5 +211,34 @@ TEST_CASE("bf16: rounding matches nearest-even computed in double", "[half]") {
                                                  : ((down >> 16) & 1u) ? down + 0x10000u : down;
         REQUIRE(kiln::fp32_to_bf16(f) == (pick >> 16));
         REQUIRE(kiln::fp32_to_bf16(-f) == ((pick >> 16) | 0x8000u));
+    }
+}
+
+// The row kernels of engine/kernels/convert.h (F16C in 8-wide steps plus a
+// scalar tail) against the scalar conversions above, bit for bit, on every
+// f16 pattern and on float rows holding ties, subnormals, overflow, infinities
+// and NaNs, at lengths that leave every tail size.
+TEST_CASE("fp16 rows: the row kernels give the scalar conversions' bits", "[half]") {
+    std::vector<uint16_t> every(0x10000);
+    for (uint32_t i = 0; i <= 0xffffu; ++i) every[i] = static_cast<uint16_t>(i);
+    std::vector<float> widened(every.size());
+    kiln::kernels::fp16_to_fp32_row(every.data(), widened.data(), static_cast<int64_t>(every.size()));
+    for (uint32_t i = 0; i <= 0xffffu; ++i)
+        REQUIRE(bits_of(widened[i]) == bits_of(kiln::fp16_to_fp32(static_cast<uint16_t>(i))));
+
+    std::vector<float> floats;
+    for (uint32_t h = 0; h < 0x7c00u; h += 7) {  // f16 values, and the ties halfway to the next one
+        const float lo = kiln::fp16_to_fp32(static_cast<uint16_t>(h));
+        const float hi = kiln::fp16_to_fp32(static_cast<uint16_t>(h + 1));
+        floats.insert(floats.end(), {lo, -lo, (lo + hi) * 0.5f, -(lo + hi) * 0.5f});
+    }
+    floats.insert(floats.end(), {65504.0f, 65520.0f, 1e6f, -1e6f, 1e-8f, -3e-5f,
+                                 std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                                 std::numeric_limits<float>::quiet_NaN(), float_of(0x7f800001u), float_of(0xffc12345u)});
+    for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{8}, int64_t{15}, static_cast<int64_t>(floats.size())}) {
+        std::vector<uint16_t> narrowed(static_cast<size_t>(n) + 1, 0xabcd);
+        kiln::kernels::fp32_to_fp16_row(floats.data(), narrowed.data(), n);
+        for (int64_t i = 0; i < n; ++i) REQUIRE(narrowed[i] == kiln::fp32_to_fp16(floats[i]));
+        REQUIRE(narrowed[static_cast<size_t>(n)] == 0xabcd);  // nothing past n
     }
 }

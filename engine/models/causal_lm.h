@@ -44,9 +44,11 @@ class CausalLm {
 public:
     virtual ~CausalLm() = default;
     virtual const ModelInfo& info() const noexcept = 0;
-    // n_ctx positions for each of n_slots sequences.
+    // n_ctx positions for each of n_slots sequences, the KV cache stored as
+    // cache_type (F32, or F16: half the memory and the bytes read per token).
     virtual std::unique_ptr<CausalSession> new_session(int64_t n_ctx, int64_t n_slots = 1,
-                                                       Executor::Mode mode = Executor::Mode::Fast) const = 0;
+                                                       Executor::Mode mode = Executor::Mode::Fast,
+                                                       DType cache_type = DType::F32) const = 0;
 };
 
 // The decoder-only model of a GGUF file by general.architecture (llama, gpt2);

@@ -59,8 +59,9 @@ namespace {
 
 class Gpt2Session final : public SlotDecoderSession {
 public:
-    Gpt2Session(const Gpt2Model& model, int64_t n_ctx, int64_t n_slots, Executor::Mode mode)
-        : SlotDecoderSession(model.config().n_vocab, model.config().n_layers, model.config().dim, n_ctx, n_slots, mode),
+    Gpt2Session(const Gpt2Model& model, int64_t n_ctx, int64_t n_slots, Executor::Mode mode, DType cache_type)
+        : SlotDecoderSession(model.config().n_vocab, model.config().n_layers, model.config().dim, n_ctx, n_slots, mode,
+                             cache_type),
           model_(model) {}
 
 private:
@@ -102,10 +103,11 @@ private:
 
 }  // namespace
 
-std::unique_ptr<CausalSession> Gpt2Model::new_session(int64_t n_ctx, int64_t n_slots, Executor::Mode mode) const {
+std::unique_ptr<CausalSession> Gpt2Model::new_session(int64_t n_ctx, int64_t n_slots, Executor::Mode mode,
+                                                      DType cache_type) const {
     if (n_ctx < 1 || n_ctx > config_.n_ctx_train)
         fail("model", "context {} is outside 1..{}, the positions this gpt2 model has", n_ctx, config_.n_ctx_train);
-    return std::make_unique<Gpt2Session>(*this, n_ctx, n_slots, mode);
+    return std::make_unique<Gpt2Session>(*this, n_ctx, n_slots, mode, cache_type);
 }
 
 }  // namespace kiln

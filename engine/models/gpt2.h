@@ -27,7 +27,8 @@ public:
     explicit Gpt2Model(std::shared_ptr<const GgufFile> file);
 
     const ModelInfo& info() const noexcept override { return info_; }
-    std::unique_ptr<CausalSession> new_session(int64_t n_ctx, int64_t n_slots, Executor::Mode mode) const override;
+    std::unique_ptr<CausalSession> new_session(int64_t n_ctx, int64_t n_slots, Executor::Mode mode,
+                                               DType cache_type = DType::F32) const override;
     const Gpt2Config& config() const noexcept { return config_; }
 
     // A LayerNorm or linear layer; bias is null when the file has none.

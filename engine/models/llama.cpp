@@ -77,7 +77,7 @@ uint64_t LlamaModel::weight_bytes() const noexcept {
     return n;
 }
 
-LlamaContext::LlamaContext(const LlamaModel& model, int64_t n_ctx, Executor::Mode mode)
-    : session_(new_llama_session(model, n_ctx, 1, mode)) {}
+LlamaContext::LlamaContext(const LlamaModel& model, int64_t n_ctx, Executor::Mode mode, DType cache_type)
+    : session_(new_llama_session(model, n_ctx, 1, mode, cache_type)) {}
 
 }  // namespace kiln

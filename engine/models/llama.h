@@ -70,13 +70,14 @@ private:
 
 // A session of n_slots sequences of n_ctx positions over `model` (which must outlive it).
 std::unique_ptr<CausalSession> new_llama_session(const LlamaModel& model, int64_t n_ctx, int64_t n_slots,
-                                                 Executor::Mode mode);
+                                                 Executor::Mode mode, DType cache_type = DType::F32);
 
 // One sequence of a LlamaModel: slot 0 of a LlamaLm session (kept for the
 // callers that hold a LlamaModel rather than a CausalLm).
 class LlamaContext {
 public:
-    LlamaContext(const LlamaModel& model, int64_t n_ctx, Executor::Mode mode = Executor::Mode::Fast);
+    LlamaContext(const LlamaModel& model, int64_t n_ctx, Executor::Mode mode = Executor::Mode::Fast,
+                 DType cache_type = DType::F32);
 
     // Appends tokens at positions n_past()..; returns the logits of the last
     // token ([n_vocab]) or, with all_logits, of every token ([n, n_vocab]).
@@ -97,7 +98,8 @@ class LlamaLm final : public CausalLm {
 public:
     explicit LlamaLm(std::shared_ptr<const GgufFile> file);
     const ModelInfo& info() const noexcept override { return info_; }
-    std::unique_ptr<CausalSession> new_session(int64_t n_ctx, int64_t n_slots, Executor::Mode mode) const override;
+    std::unique_ptr<CausalSession> new_session(int64_t n_ctx, int64_t n_slots, Executor::Mode mode,
+                                               DType cache_type = DType::F32) const override;
     const LlamaModel& model() const noexcept { return model_; }
 
 private:

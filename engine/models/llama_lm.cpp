@@ -10,9 +10,9 @@ namespace {
 
 class LlamaSession final : public SlotDecoderSession {
 public:
-    LlamaSession(const LlamaModel& model, int64_t n_ctx, int64_t n_slots, Executor::Mode mode)
+    LlamaSession(const LlamaModel& model, int64_t n_ctx, int64_t n_slots, Executor::Mode mode, DType cache_type)
         : SlotDecoderSession(model.config().n_vocab, model.config().n_layers, model.config().kv_dim(), n_ctx, n_slots,
-                             mode),
+                             mode, cache_type),
           model_(model) {}
 
 private:
@@ -54,12 +54,13 @@ LlamaLm::LlamaLm(std::shared_ptr<const GgufFile> file) : model_(std::move(file))
 }
 
 std::unique_ptr<CausalSession> new_llama_session(const LlamaModel& model, int64_t n_ctx, int64_t n_slots,
-                                                 Executor::Mode mode) {
-    return std::make_unique<LlamaSession>(model, n_ctx, n_slots, mode);
+                                                 Executor::Mode mode, DType cache_type) {
+    return std::make_unique<LlamaSession>(model, n_ctx, n_slots, mode, cache_type);
 }
 
-std::unique_ptr<CausalSession> LlamaLm::new_session(int64_t n_ctx, int64_t n_slots, Executor::Mode mode) const {
-    return new_llama_session(model_, n_ctx, n_slots, mode);
+std::unique_ptr<CausalSession> LlamaLm::new_session(int64_t n_ctx, int64_t n_slots, Executor::Mode mode,
+                                                    DType cache_type) const {
+    return new_llama_session(model_, n_ctx, n_slots, mode, cache_type);
 }
 
 }  // namespace kiln

@@ -5,9 +5,12 @@
 // position of its slot. One graph then serves every mix of slots: a token's
 // attention is bounded by its cache row (the attention op's causal limit) and
 // a mask keeps it to its own slot's rows, so sequences never see each other.
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <vector>
+
+#include "engine/core/dtype.h"
 
 namespace kiln {
 
@@ -20,8 +23,10 @@ struct SlotBatch {
 
 class SequenceSlots {
 public:
-    // n_layers caches of n_slots * n_ctx rows of kv_dim floats, keys and values.
-    SequenceSlots(int64_t n_layers, int64_t kv_dim, int64_t n_slots, int64_t n_ctx);
+    // n_layers caches of n_slots * n_ctx rows of kv_dim values, keys and
+    // values, stored as `cache_type`: F32, or F16 (half the memory, and half
+    // the bytes each generated token reads back; llama.cpp's default).
+    SequenceSlots(int64_t n_layers, int64_t kv_dim, int64_t n_slots, int64_t n_ctx, DType cache_type = DType::F32);
 
     int64_t n_slots() const noexcept { return n_slots_; }
     int64_t n_ctx() const noexcept { return n_ctx_; }
@@ -29,8 +34,9 @@ public:
     int64_t cache_rows() const noexcept { return n_slots_ * n_ctx_; }
     int64_t n_past(int64_t slot) const { return n_past_.at(static_cast<size_t>(slot)); }
 
-    float* keys(int64_t layer) noexcept { return k_[static_cast<size_t>(layer)].data(); }
-    float* values(int64_t layer) noexcept { return v_[static_cast<size_t>(layer)].data(); }
+    DType cache_type() const noexcept { return cache_type_; }
+    void* keys(int64_t layer) noexcept { return k_[static_cast<size_t>(layer)].data(); }
+    void* values(int64_t layer) noexcept { return v_[static_cast<size_t>(layer)].data(); }
 
     // Positions, cache rows and mask for tokens appended to `slots` (one slot
     // per token, in order). Throws kiln::Error when a slot is out of range or
@@ -48,9 +54,11 @@ public:
 
 private:
     int64_t kv_dim_, n_slots_, n_ctx_;
-    std::vector<std::vector<float>> k_, v_;
+    DType cache_type_;
+    size_t row_bytes_;
+    std::vector<std::vector<std::byte>> k_, v_;
     std::vector<int64_t> n_past_;
-    std::vector<float> scratch_;  // one slot's rows, for reorder
+    std::vector<std::byte> scratch_;  // every slot's used rows, for reorder
 };
 
 }  // namespace kiln

@@ -1,9 +1,14 @@
 // The KV cache write and causal (grouped-query) attention over the cache.
+// Caches hold F32 or F16 rows (each of K and V on its own); F16 rows are
+// widened to float as the attention reads them, so the kernels see exactly
+// the values an F32 cache holding the rounded rows would give them.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
+#include "engine/core/half.h"
 #include "engine/kernels/attention.h"
+#include "engine/kernels/convert.h"
 #include "engine/ops/op_def.h"
 #include "engine/ops/ops.h"
 
@@ -17,18 +22,65 @@ using ops::detail::shape_error;
 // Sources of an attention node.
 enum AttentionSource { kQuery = 0, kKeys = 1, kValues = 2, kPositions = 3, kMask = 4 };
 
+bool cache_type_supported(DType t) noexcept { return t == DType::F32 || t == DType::F16; }
+
 // Positions were validated by the model; one outside the cache is skipped
-// rather than written out of bounds.
+// rather than written out of bounds. Rows of an F16 cache are rounded to
+// nearest even: the fast path with F16C, the reference with the scalar
+// conversion (the same bits).
+template <bool Fast>
 void run_store_kv(const Graph& g, const Node& n, const ExecContext& ctx) {
     const Node& cache = g.node(n.src[0]);
     const Node& x = g.node(n.src[1]);
     const int32_t* positions = g.node(n.src[2]).row<int32_t>(0);
+    const int64_t width = x.shape.ne[0];
     const auto [r0, r1] = my_rows(x.shape.rows(), ctx);
     for (int64_t r = r0; r < r1; ++r) {
         if (positions[r] < 0 || positions[r] >= cache.shape.rows()) continue;
-        std::memcpy(cache.row<std::byte>(positions[r]), x.row<std::byte>(r), x.row_bytes);
+        if (cache.type == DType::F32) {
+            std::memcpy(cache.row<std::byte>(positions[r]), x.row<std::byte>(r), x.row_bytes);
+        } else if constexpr (Fast) {
+            kernels::fp32_to_fp16_row(x.row(r), cache.row<uint16_t>(positions[r]), width);
+        } else {
+            const float* in = x.row(r);
+            uint16_t* out = cache.row<uint16_t>(positions[r]);
+            for (int64_t i = 0; i < width; ++i) out[i] = fp32_to_fp16(in[i]);
+        }
     }
 }
+
+// One key/value head of a cache as float rows: an F32 cache's own rows, or an
+// F16 cache's rows widened into the thread's scratch as they are first needed
+// (the blocks of one head come one after another, so each row is widened about
+// once per thread and head).
+class HeadRows {
+public:
+    HeadRows(const Node& cache, int64_t head_dim, float* scratch) noexcept
+        : cache_(cache), head_dim_(head_dim), scratch_(scratch) {}
+
+    // Rows [0, n) of head `head`: returns the first row; stride() floats apart.
+    const float* rows(int64_t head, int64_t n) noexcept {
+        if (cache_.type == DType::F32) return cache_.row(0) + head * head_dim_;
+        if (head != head_) head_ = head, widened_ = 0;
+        for (; widened_ < n; ++widened_)
+            kernels::fp16_to_fp32_row(cache_.row<uint16_t>(widened_) + head * head_dim_,
+                                      scratch_ + widened_ * head_dim_, head_dim_);
+        return scratch_;
+    }
+    size_t stride() const noexcept {
+        return static_cast<size_t>(cache_.type == DType::F32 ? cache_.shape.ne[0] : head_dim_);
+    }
+    // Scratch floats a cache of this type needs.
+    static size_t scratch_floats(const Node& cache, int64_t head_dim) noexcept {
+        return cache.type == DType::F32 ? 0 : static_cast<size_t>(cache.shape.rows() * head_dim);
+    }
+
+private:
+    const Node& cache_;
+    int64_t head_dim_;
+    float* scratch_;
+    int64_t head_ = -1, widened_ = 0;
+};
 
 struct AttentionInputs {
     const Node& q;
@@ -55,18 +107,31 @@ struct AttentionInputs {
     }
 };
 
+// A thread's scratch: the kernel's, then the widened key rows and the widened
+// value rows of one head (F16 caches only).
+size_t kernel_scratch_floats(const Node& keys) noexcept { return kernels::attend_block_scratch(keys.shape.rows()); }
+
+struct WidenedHeads {
+    HeadRows k, v;
+    WidenedHeads(const AttentionInputs& in, float* scratch)
+        : k(in.k, in.p.head_dim, scratch + kernel_scratch_floats(in.k)),
+          v(in.v, in.p.head_dim, scratch + kernel_scratch_floats(in.k) + HeadRows::scratch_floats(in.k, in.p.head_dim)) {}
+};
+
 // The scalar reference: one query at a time, work split over (token, head).
 void run_attention_reference(const Graph& g, const Node& n, const ExecContext& ctx) {
     const AttentionInputs in(g, n);
     const AttentionParams& p = in.p;
     const int64_t group = p.n_heads / p.n_kv_heads;
+    WidenedHeads heads(in, ctx.scratch);
     const auto [i0, i1] = my_rows(in.q.shape.rows() * p.n_heads, ctx);
     for (int64_t item = i0; item < i1; ++item) {
         const int64_t t = item / p.n_heads, h = item % p.n_heads, kv_head = h / group;
-        kernels::ref::attend(in.q.row(t) + h * p.head_dim, in.k.row(0) + kv_head * p.head_dim,
-                             static_cast<size_t>(in.k.shape.ne[0]), in.v.row(0) + kv_head * p.head_dim,
-                             static_cast<size_t>(in.v.shape.ne[0]), in.kv_len(t), p.head_dim, p.scale, in.valid(t),
-                             n.row(t) + h * p.head_dim, ctx.scratch);
+        const int64_t kv_len = in.kv_len(t);
+        const float* keys = heads.k.rows(kv_head, kv_len);
+        const float* values = heads.v.rows(kv_head, kv_len);
+        kernels::ref::attend(in.q.row(t) + h * p.head_dim, keys, heads.k.stride(), values, heads.v.stride(), kv_len,
+                             p.head_dim, p.scale, in.valid(t), n.row(t) + h * p.head_dim, ctx.scratch);
     }
 }
 
@@ -94,7 +159,7 @@ void run_attention_blocks(const Graph& g, const Node& n, const ExecContext& ctx)
     const int64_t total = per_head_cost * p.n_kv_heads;
     const int64_t lo = total * ctx.ith / ctx.nth, hi = total * (ctx.ith + 1) / ctx.nth;
 
-    const auto k_stride = static_cast<size_t>(in.k.shape.ne[0]), v_stride = static_cast<size_t>(in.v.shape.ne[0]);
+    WidenedHeads heads(in, ctx.scratch);
     int64_t start = 0;
     for (int64_t kv_head = 0; kv_head < p.n_kv_heads && start < hi; ++kv_head) {
         for (int64_t b = 0; b < blocks && start < hi; ++b) {
@@ -104,18 +169,25 @@ void run_attention_blocks(const Graph& g, const Node& n, const ExecContext& ctx)
             if (!mine) continue;
             kernels::AttentionQuery queries[kBlock];
             int nq = 0;
+            int64_t max_len = 0;
             for (int64_t i = b * kBlock; i < std::min(per_head, (b + 1) * kBlock); ++i) {
                 const int64_t t = i / group, h = kv_head * group + i % group;
                 queries[nq++] = {in.q.row(t) + h * p.head_dim, in.kv_len(t), in.valid(t), n.row(t) + h * p.head_dim};
+                max_len = std::max(max_len, in.kv_len(t));
             }
-            kernels::attend_block(queries, nq, in.k.row(0) + kv_head * p.head_dim, k_stride,
-                                  in.v.row(0) + kv_head * p.head_dim, v_stride, p.head_dim, p.scale, ctx.scratch);
+            const float* keys = heads.k.rows(kv_head, max_len);
+            const float* values = heads.v.rows(kv_head, max_len);
+            kernels::attend_block(queries, nq, keys, heads.k.stride(), values, heads.v.stride(), p.head_dim, p.scale,
+                                  ctx.scratch);
         }
     }
 }
 
 size_t attention_scratch(const Graph& g, const Node& n) {
-    return kernels::attend_block_scratch(g.node(n.src[kKeys]).shape.rows());
+    const Node& k = g.node(n.src[kKeys]);
+    const int64_t head_dim = n.param<AttentionParams>().head_dim;
+    return kernel_scratch_floats(k) + HeadRows::scratch_floats(k, head_dim) +
+           HeadRows::scratch_floats(g.node(n.src[kValues]), head_dim);
 }
 
 }  // namespace
@@ -127,7 +199,9 @@ NodeId store_kv(Graph& g, NodeId cache, NodeId x, NodeId positions) {
     const Node& xn = g.node(x);
     if (c.op != OpKind::State && c.op != OpKind::StoreKV)
         shape_error(OpKind::StoreKV, "the cache must be a state node");
-    require_type(OpKind::StoreKV, xn, c.type, "the rows");
+    require_type(OpKind::StoreKV, xn, DType::F32, "the rows");
+    if (!cache_type_supported(c.type))
+        shape_error(OpKind::StoreKV, "a cache of type {} is not supported (f32 and f16 are)", dtype_name(c.type));
     require_type(OpKind::StoreKV, g.node(positions), DType::I32, "the positions");
     if (xn.shape.ne[0] != c.shape.ne[0])
         shape_error(OpKind::StoreKV, "rows {} do not fit the cache {}", xn.shape.str(), c.shape.str());
@@ -143,14 +217,16 @@ NodeId attention(Graph& g, NodeId q, NodeId k_cache, NodeId v_cache, NodeId posi
     const Node& kn = g.node(k_cache);
     const Node& vn = g.node(v_cache);
     require_type(op, qn, DType::F32, "the queries");
-    require_type(op, kn, DType::F32, "the key cache");
-    require_type(op, vn, DType::F32, "the value cache");
+    for (const Node* cache : {&kn, &vn})
+        if (!cache_type_supported(cache->type))
+            shape_error(op, "a cache of type {} is not supported (f32 and f16 are)", dtype_name(cache->type));
     require_type(op, g.node(positions), DType::I32, "the positions");
     if (n_heads < 1 || n_kv_heads < 1 || head_dim < 1 || n_heads % n_kv_heads != 0)
         shape_error(op, "{} query heads cannot share {} key/value heads", n_heads, n_kv_heads);
     if (qn.shape.ne[0] != n_heads * head_dim)
         shape_error(op, "queries {} are not {} heads of {}", qn.shape.str(), n_heads, head_dim);
-    if (kn.shape.ne[0] != n_kv_heads * head_dim || !(kn.shape == vn.shape))
+    if (kn.shape.ne[0] != n_kv_heads * head_dim || kn.shape.ne[0] != vn.shape.ne[0] ||
+        kn.shape.rows() != vn.shape.rows())
         shape_error(op, "caches {} and {} are not {} heads of {}", kn.shape.str(), vn.shape.str(), n_kv_heads, head_dim);
     if (g.node(positions).shape.elements() != qn.shape.rows())
         shape_error(op, "{} positions for {} queries", g.node(positions).shape.elements(), qn.shape.rows());
@@ -169,7 +245,7 @@ NodeId attention(Graph& g, NodeId q, NodeId k_cache, NodeId v_cache, NodeId posi
 }  // namespace ops
 
 namespace ops::defs {
-extern const OpDef kStoreKV{OpKind::StoreKV, run_store_kv, run_store_kv};
+extern const OpDef kStoreKV{OpKind::StoreKV, run_store_kv<true>, run_store_kv<false>};
 extern const OpDef kAttention{OpKind::Attention, run_attention_blocks, run_attention_reference, attention_scratch};
 }  // namespace ops::defs
 
