@@ -55,6 +55,8 @@ options:
   -n, --n-gen LIST             generated tokens, comma-separated; 0 = no tg test (default 128)
   -r, --repetitions N          timed repetitions of each test (default 5)
   -o, --output FORMAT          md, csv, json or jsonl (default md)
+  -ctk, --cache-type-k TYPE    KV cache type, f32 or f16 (default f32); keys and values
+  -ctv, --cache-type-v TYPE    share one type in kiln, so -ctk and -ctv must agree
       --roofline               measure this machine's memory read bandwidth (just before
                                each tg test, with its threads) and report tg's weight
                                bandwidth as a fraction of it
@@ -76,6 +78,7 @@ struct Options {
     Format format = Format::Markdown;
     bool roofline = false;
     int64_t roofline_mib = 1024;
+    kiln::DType cache_type = kiln::DType::F32;
 };
 
 std::vector<std::string_view> split_list(std::string_view list) {
@@ -100,6 +103,7 @@ Options parse(int argc, char** argv) {
     Options o;
     Args args(argc, argv);
     bool threads_given = false;
+    CacheTypeFlags cache_type;
     while (!args.done()) {
         const std::string_view flag = args.next();
         if (flag == "-h" || flag == "--help") {
@@ -127,6 +131,7 @@ Options parse(int argc, char** argv) {
             else if (f == "json") o.format = Format::Json;
             else if (f == "jsonl") o.format = Format::Jsonl;
             else usage_error("{} must be md, csv, json or jsonl, got '{}'", flag, f);
+        } else if (cache_type.parse(flag, args)) {
         } else if (flag == "--roofline") {
             o.roofline = true;
         } else if (flag == "--roofline-mib") {
@@ -136,6 +141,7 @@ Options parse(int argc, char** argv) {
         }
     }
     if (o.models.empty()) usage_error("a model is required (-m MODEL)");
+    o.cache_type = cache_type.type();
     if (!threads_given) o.threads = {kiln::ThreadPool::physical_cores()};
     std::erase(o.n_prompt, 0);
     std::erase(o.n_gen, 0);
@@ -193,6 +199,7 @@ struct Result {
     std::string test_time;  // ISO 8601, UTC, when the test started
     std::vector<double> samples_ns;
     std::optional<double> roofline_gbs;  // measured read bandwidth at these threads
+    std::string cache_type = "f32";      // the KV cache's type, keys and values
 
     int64_t tokens() const { return n_prompt + n_gen; }
     std::vector<double> samples_ts() const {
@@ -298,8 +305,8 @@ std::vector<Field> fields_of(const Result& r, std::string_view cpu, std::string_
         {"cpu_mask", Kind::String, "0x0"},
         {"cpu_strict", Kind::Bool, "0"},
         {"poll", Kind::Int, "100"},
-        {"type_k", Kind::String, "f32"},
-        {"type_v", Kind::String, "f32"},
+        {"type_k", Kind::String, r.cache_type},
+        {"type_v", Kind::String, r.cache_type},
         {"n_gpu_layers", Kind::Int, "0"},
         {"split_mode", Kind::String, "none"},
         {"main_gpu", Kind::Int, "0"},
@@ -470,14 +477,14 @@ int run(const Options& o) {
         int64_t n_ctx = 1;
         for (int64_t p : o.n_prompt) n_ctx = std::max(n_ctx, p);
         for (int64_t n : o.n_gen) n_ctx = std::max(n_ctx, n);
-        kiln::LlamaContext ctx(*l.model, n_ctx);
+        kiln::LlamaContext ctx(*l.model, n_ctx, kiln::Executor::Mode::Fast, o.cache_type);
         for (int threads : o.threads) {
             kiln::ThreadPool pool(threads);
             std::vector<std::pair<int64_t, int64_t>> tests;
             for (int64_t p : o.n_prompt) tests.emplace_back(p, 0);
             for (int64_t n : o.n_gen) tests.emplace_back(0, n);
             for (const auto& [p, n] : tests) {
-                Result r{&l.info, threads, p, n, utc_now(), {}, std::nullopt};
+                Result r{&l.info, threads, p, n, utc_now(), {}, std::nullopt, std::string(kiln::dtype_name(o.cache_type))};
                 if (roofline_buffer && n > 0) {
                     r.roofline_gbs = roofline_buffer->measure(pool, 3);
                     fmt::print(stderr, "kiln-bench: memory read bandwidth, {} thread{}: {:.2f} GB/s\n", threads,

@@ -176,6 +176,25 @@ TEST_CASE("kiln-bench --roofline gives tg's bandwidth as a fraction of the measu
           Approx(r["bandwidth_gbs"].get<double>() / r["roofline_gbs"].get<double>()).epsilon(1e-3));
 }
 
+// -ctk f16 runs with an F16 KV cache and says so in llama-bench's fields.
+TEST_CASE("kiln-bench -ctk f16 reports type_k and type_v f16", "[cli][bench]") {
+    for (const std::string flags : {"-ctk f16", "--cache-type-v f16", "-ctk f16 -ctv f16"}) {
+        const auto run = bench("-m " + tiny_model() + " -t 1 -r 1 -p 8 -n 4 -o json " + flags);
+        INFO(flags << "\n" << run.err);
+        REQUIRE(run.status == 0);
+        const json records = json::parse(run.out);
+        REQUIRE(records.size() == 2);
+        for (const json& r : records) {
+            CHECK(r["type_k"] == "f16");
+            CHECK(r["type_v"] == "f16");
+            CHECK(r["avg_ts"].get<double>() > 0);
+        }
+    }
+    const auto plain = bench("-m " + tiny_model() + " -t 1 -r 1 -p 8 -n 0 -o json");
+    REQUIRE(plain.status == 0);
+    CHECK(json::parse(plain.out)[0]["type_k"] == "f32");
+}
+
 // KILN_PROFILE=1: the executor's per-step table on stderr at exit. stories260K
 // has 5 layers, so every per-layer step runs a multiple of 5 times, and the
 // shares add up to 100%.
@@ -229,6 +248,8 @@ TEST_CASE("kiln-bench refuses bad flags and files with one line", "[cli][bench]"
         {"-m " + m + " -r 0", 2, "-r must be between 1 and 10000, got 0"},
         {"-m " + m + " -p", 2, "-p needs a value"},
         {"-m " + m + " --bogus", 2, "unknown argument '--bogus'"},
+        {"-m " + m + " -ctk q8_0", 2, "-ctk must be f32 or f16, got 'q8_0'"},
+        {"-m " + m + " -ctk f16 -ctv f32", 2, "-ctk f16 and -ctv f32 differ"},
         {"-m " + m + ", -r 1", 2, "-m got an empty file name"},
         {"-m /nonexistent/model.gguf", 1, "/nonexistent/model.gguf"},
         {"-m " + test::shell_quote((test::shared_models_dir() / "vocab" / "ggml-vocab-llama-spm.gguf").string()) +

@@ -92,6 +92,10 @@ TEST_CASE("kiln bad input with encoder-decoder and beam flags", "[cli][transform
     const std::string model = shell_quote(transformer_model());
     require_one_line_error(test::run_tool("kiln", fmt::format("-m {} -p abc --beams 0", model)), 2, "--beams must be");
     require_one_line_error(test::run_tool("kiln", fmt::format("-m {} -p abc --n-best", model)), 2, "need --beams");
+    require_one_line_error(test::run_tool("kiln", fmt::format("-m {} -p abc -ctk f16", model)), 1,
+                           "-ctk/-ctv apply to llama and gpt2 models");
+    require_one_line_error(test::run_tool("kiln", fmt::format("-m {} -p abc -ctv bf16", model)), 2,
+                           "-ctv must be f32 or f16, got 'bf16'");
     require_one_line_error(test::run_tool("kiln", fmt::format("-m {}", model)), 1, "needs a source text");
     require_one_line_error(test::run_tool("kiln", fmt::format("-m {} -p 'abcdefgh' -c 4", model)), 1,
                            "longer than the encoder's context of 4");

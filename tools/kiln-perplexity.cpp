@@ -36,6 +36,8 @@ perplexity ratio, the KL divergence from the base distribution to the model's
       --kl-base FILE    without --kl-divergence: save this model's logits to FILE
       --kl-divergence   compare this model with the base logits in --kl-base FILE
   -t, --threads N       threads (default: physical cores)
+  -ctk, --cache-type-k TYPE  KV cache type, f32 or f16 (default f32); keys and values
+  -ctv, --cache-type-v TYPE  share one type, so -ctk and -ctv must agree
   -h, --help            show this help
 )";
 
@@ -44,12 +46,14 @@ struct Options {
     int64_t ctx = 512, chunks = 0, threads = 0;
     std::string kl_base;
     bool kl_divergence = false;
+    kiln::DType cache_type = kiln::DType::F32;
 };
 
 Options parse(int argc, char** argv) {
     using namespace kiln::cli;
     Options o;
     Args args(argc, argv);
+    CacheTypeFlags cache_type;
     while (!args.done()) {
         const std::string_view flag = args.next();
         if (flag == "-h" || flag == "--help") {
@@ -69,6 +73,7 @@ Options parse(int argc, char** argv) {
             o.kl_divergence = true;
         } else if (flag == "-t" || flag == "--threads") {
             o.threads = parse_int(flag, args.value(flag), 1, 1024);
+        } else if (cache_type.parse(flag, args)) {
         } else {
             usage_error("unknown argument '{}'", flag);
         }
@@ -76,6 +81,7 @@ Options parse(int argc, char** argv) {
     if (o.model.empty()) usage_error("a model is required (-m MODEL)");
     if (o.text.empty()) usage_error("a text file is required (-f FILE)");
     if (o.kl_divergence && o.kl_base.empty()) usage_error("--kl-divergence needs the base logits (--kl-base FILE)");
+    o.cache_type = cache_type.type();
     return o;
 }
 
@@ -166,7 +172,7 @@ int run(const Options& o) {
 
     const int threads = o.threads > 0 ? static_cast<int>(o.threads) : kiln::ThreadPool::physical_cores();
     kiln::ThreadPool pool(threads);
-    const auto session = model->new_session(o.ctx, 1, kiln::Executor::Mode::Fast);
+    const auto session = model->new_session(o.ctx, 1, kiln::Executor::Mode::Fast, o.cache_type);
     fmt::print(stderr, "kiln-perplexity: {} tokens, {} windows of {}, {} threads\n", tokens.size(), windows, o.ctx,
                threads);
 

@@ -46,6 +46,8 @@ given. Timings go to stderr.
       --beams K             beam search with K beams instead of sampling (K = 1 is greedy)
       --length-penalty A    beam scores are log-probability / length^A (default 1.0)
       --n-best              with --beams: print every finished hypothesis with its scores
+  -ctk, --cache-type-k TYPE KV cache type of llama and gpt2 models, f32 or f16 (default f32);
+  -ctv, --cache-type-v TYPE keys and values share one type, so -ctk and -ctv must agree
   -h, --help                show this help
 )";
 
@@ -61,6 +63,7 @@ struct Options {
     int64_t beams = 0;  // 0: sample
     double length_penalty = 1.0;
     bool n_best = false;
+    kiln::DType cache_type = kiln::DType::F32;
 };
 
 std::string read_text_file(const std::string& path) {
@@ -76,6 +79,7 @@ Options parse(int argc, char** argv) {
     Options o;
     Args args(argc, argv);
     bool prompt_given = false, length_penalty_given = false;
+    CacheTypeFlags cache_type;
     while (!args.done()) {
         const std::string_view flag = args.next();
         if (flag == "-h" || flag == "--help") {
@@ -120,12 +124,14 @@ Options parse(int argc, char** argv) {
             length_penalty_given = true;
         } else if (flag == "--n-best") {
             o.n_best = true;
+        } else if (cache_type.parse(flag, args)) {
         } else {
             usage_error("unknown argument '{}'", flag);
         }
     }
     if (o.model.empty()) usage_error("a model is required (-m MODEL)");
     if (o.beams == 0 && (o.n_best || length_penalty_given)) usage_error("--n-best and --length-penalty need --beams K");
+    o.cache_type = cache_type.type();
     return o;
 }
 
@@ -181,7 +187,8 @@ int generate_causal(const Options& o, std::shared_ptr<const kiln::GgufFile> file
                    tokens.size(), o.n_predict, n_ctx);
     // Beams need a cache per hypothesis; only as long as this generation can get.
     const int64_t session_ctx = beams > 0 ? static_cast<int64_t>(tokens.size()) + o.n_predict : n_ctx;
-    auto session = lm->new_session(std::max<int64_t>(session_ctx, 1), std::max<int64_t>(beams, 1));
+    auto session = lm->new_session(std::max<int64_t>(session_ctx, 1), std::max<int64_t>(beams, 1),
+                                   kiln::Executor::Mode::Fast, o.cache_type);
     const double load_seconds = seconds_since(load_start);
 
     kiln::SamplerParams sampling = o.sampling;
@@ -328,7 +335,11 @@ int generate_seq2seq(const Options& o, std::shared_ptr<const kiln::GgufFile> fil
 int generate(const Options& o) {
     if (!kiln::utf8_valid(o.prompt)) kiln::fail("kiln", "the prompt is not valid UTF-8");
     auto file = std::make_shared<kiln::GgufFile>(kiln::GgufFile::open(o.model));
-    if (file->get_string("general.architecture") == "transformer") return generate_seq2seq(o, file);
+    if (file->get_string("general.architecture") == "transformer") {
+        if (o.cache_type != kiln::DType::F32)
+            kiln::fail("kiln", "-ctk/-ctv apply to llama and gpt2 models; the transformer's caches are f32");
+        return generate_seq2seq(o, file);
+    }
     return generate_causal(o, file);
 }
 

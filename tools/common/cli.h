@@ -10,10 +10,12 @@
 #include <exception>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 
+#include "engine/core/dtype.h"
 #include "engine/core/error.h"
 
 namespace kiln::cli {
@@ -76,6 +78,33 @@ inline int64_t parse_int(std::string_view flag, std::string_view text, int64_t m
     }
     return value;
 }
+
+// -ctk/--cache-type-k and -ctv/--cache-type-v, spelled as llama.cpp spells
+// them: f32 (kiln's default) or f16. kiln's KV cache holds keys and values in
+// one type, so when both are given they must agree.
+class CacheTypeFlags {
+public:
+    // Takes the flag (and its value) if it is one of these; false otherwise.
+    bool parse(std::string_view flag, Args& args) {
+        const bool is_k = flag == "-ctk" || flag == "--cache-type-k";
+        if (!is_k && flag != "-ctv" && flag != "--cache-type-v") return false;
+        const std::string_view text = args.value(flag);
+        DType type = DType::F32;
+        if (text == "f16") type = DType::F16;
+        else if (text != "f32") usage_error("{} must be f32 or f16, got '{}'", flag, text);
+        (is_k ? k_ : v_) = type;
+        return true;
+    }
+    DType type() const {
+        if (k_ && v_ && *k_ != *v_)
+            usage_error("-ctk {} and -ctv {} differ: kiln's KV cache holds keys and values in one type",
+                        dtype_name(*k_), dtype_name(*v_));
+        return k_ ? *k_ : v_ ? *v_ : DType::F32;
+    }
+
+private:
+    std::optional<DType> k_, v_;
+};
 
 inline double parse_float(std::string_view flag, std::string_view text, double min, double max) {
     double value = 0;
