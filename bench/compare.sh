@@ -8,6 +8,8 @@
 # bin/llama-bench, or llama-bench itself); this script never downloads or
 # builds it. Settings come from the environment:
 #   THREADS=1,2   N_PROMPT=128   N_GEN=64   REPS=5   ROUNDS=1
+#   CACHE_TYPE=f16 (the KV cache type both engines use: -ctk/-ctv; f16 is
+#   llama.cpp's default, f32 kiln's)
 #   KILN_BENCH=<repo>/build/bench/kiln-bench   PYTHON=python3
 # Each round runs, for every model and thread count, llama-bench then
 # kiln-bench (pp and tg each), so slow drifts of a shared machine fall on both
@@ -16,7 +18,7 @@
 set -euo pipefail
 
 usage() {
-    sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
 }
 [[ $# -ge 2 ]] || usage
@@ -47,6 +49,7 @@ n_prompt=${N_PROMPT:-128}
 n_gen=${N_GEN:-64}
 reps=${REPS:-5}
 rounds=${ROUNDS:-1}
+cache_type=${CACHE_TYPE:-f16}
 python=${PYTHON:-python3}
 
 work=$(mktemp -d)
@@ -54,17 +57,17 @@ trap 'rm -rf "$work"' EXIT
 
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 echo "compare.sh: llama-bench $llama_bench; kiln-bench $kiln_bench" >&2
-echo "compare.sh: threads $threads, pp $n_prompt, tg $n_gen, $reps repetitions, $rounds round(s)" >&2
+echo "compare.sh: threads $threads, pp $n_prompt, tg $n_gen, $reps repetitions, $rounds round(s), KV cache $cache_type" >&2
 load_before=$(load)
 for ((round = 1; round <= rounds; ++round)); do
     for m in "$@"; do
         for t in ${threads//,/ }; do
             echo "compare.sh: round $round, $(basename "$m"), $t thread(s): llama-bench (load $(load))" >&2
-            "$llama_bench" -m "$m" -t "$t" -p "$n_prompt" -n "$n_gen" -r "$reps" -o jsonl \
+            "$llama_bench" -m "$m" -t "$t" -p "$n_prompt" -n "$n_gen" -r "$reps" -ctk "$cache_type" -ctv "$cache_type" -o jsonl \
                 >>"$work/llama.jsonl" 2>>"$work/llama.err" ||
                 { cat "$work/llama.err" >&2; echo "compare.sh: llama-bench failed" >&2; exit 1; }
             echo "compare.sh: round $round, $(basename "$m"), $t thread(s): kiln-bench (load $(load))" >&2
-            "$kiln_bench" -m "$m" -t "$t" -p "$n_prompt" -n "$n_gen" -r "$reps" -o jsonl \
+            "$kiln_bench" -m "$m" -t "$t" -p "$n_prompt" -n "$n_gen" -r "$reps" -ctk "$cache_type" -ctv "$cache_type" -o jsonl \
                 >>"$work/kiln.jsonl" 2>>"$work/kiln.err" ||
                 { cat "$work/kiln.err" >&2; echo "compare.sh: kiln-bench failed" >&2; exit 1; }
         done
