@@ -19,6 +19,7 @@
 #include <cmath>
 #include <limits>
 
+#include "engine/core/half.h"
 #include "engine/kernels/simd.h"
 
 namespace kiln::kernels {
@@ -36,15 +37,48 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // double-precision reference.
 constexpr int64_t kKeysPerBlock = 64;
 
+// Cache elements as floats: F32 as is, F16 (uint16_t bits) widened on load,
+// with the instruction where the build has it. Widening is exact, so an F16
+// cache gives the bits an F32 cache holding the same values gives.
+float element(const float* p) noexcept { return *p; }
+float element(const uint16_t* p) noexcept { return fp16_to_fp32(*p); }
+
+batch load(const float* p) noexcept { return batch::load_unaligned(p); }
+batch load(const uint16_t* p) noexcept {
+#if defined(__AVX512F__)  // xsimd's batch is then 16 floats
+    static_assert(W == 16);
+    return batch(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))));
+#elif defined(__AVX__) && defined(__F16C__)  // 8 floats
+    static_assert(W == 8);
+    return batch(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+#else
+    alignas(64) float wide[W];
+    for (int64_t i = 0; i < W; ++i) wide[i] = fp16_to_fp32(p[i]);
+    return batch::load_aligned(wide);
+#endif
+}
+
+// A head's rows lie kv_dim elements apart (3 KiB for a 768-wide F32 cache),
+// too far apart for the hardware prefetcher to follow a decode step's walk
+// over them: rows this far ahead are asked for while the current ones are used.
+constexpr int64_t kPrefetchRows = 32;
+
+template <class T>
+void prefetch_row(const T* p, int64_t elements) noexcept {
+    const auto* bytes = reinterpret_cast<const char*>(p);
+    for (int64_t off = 0; off < elements * static_cast<int64_t>(sizeof(T)); off += 64) __builtin_prefetch(bytes + off);
+}
+
 bool valid(const uint8_t* kv_valid, int64_t j) noexcept { return kv_valid == nullptr || kv_valid[j] != 0; }
 
 bool uses(const AttentionQuery& q, int64_t j) noexcept { return j < q.kv_len && valid(q.kv_valid, j); }
 
-// Scores are computed in tiles of kQueries queries x kTileKeys keys, one
-// accumulator per pair, reduced together by one haddp: W lanes.
+// Scores are computed in tiles of Q queries x W / Q keys, one accumulator per
+// pair, reduced together by one haddp: W lanes. Q is 1, 2 or 4 after the
+// block's size, so a lone query (a decode step without grouped heads) fills
+// the lanes with keys instead of repeating itself.
 constexpr int kQueries = kMaxBlockQueries;
-constexpr int64_t kTileKeys = W / kQueries;
-static_assert(kTileKeys >= 1 && kTileKeys * kQueries == W, "a score tile fills one batch");
+static_assert(W % kQueries == 0, "a score tile fills one batch");
 // Value dimensions per pass: up to four batches per query stay in registers.
 constexpr int64_t kMaxValueBatches = 4;
 constexpr int64_t kDimsPerPass = kMaxValueBatches * W;
@@ -76,9 +110,11 @@ const std::array<int, W>& haddp_lane_of_row() noexcept {
 // the same reduction, the same scalar tail) whatever the tile it is in, so a
 // query's result does not depend on its block. A key row that no query uses
 // may still be loaded (it lies inside the cache) but its lanes are dropped.
-void scores(const AttentionQuery* queries, int nq, const float* const* q, const float* k, size_t k_stride,
+template <int Q, class K>
+void scores(const AttentionQuery* queries, int nq, const float* const* q, const K* k, size_t k_stride,
             int64_t max_len, int64_t head_dim, float scale, float* const* score, float* max_out,
             int64_t* n_valid_out) noexcept {
+    constexpr int64_t kTileKeys = W / Q;
     const int64_t vector_dims = head_dim - head_dim % W;
     const std::array<int, W>& lane_of = haddp_lane_of_row();
     float max[kQueries];  // locals, kept in registers (the outputs may alias anything)
@@ -86,18 +122,19 @@ void scores(const AttentionQuery* queries, int nq, const float* const* q, const 
     std::copy(max_out, max_out + kQueries, max);
     std::copy(n_valid_out, n_valid_out + kQueries, n_valid);
     for (int64_t j0 = 0; j0 < max_len; j0 += kTileKeys) {
-        const float* key[kTileKeys];
-        for (int64_t t = 0; t < kTileKeys; ++t)
+        const K* key[kTileKeys];
+        for (int64_t t = 0; t < kTileKeys; ++t) {
             key[t] = k + static_cast<size_t>(std::min(j0 + t, max_len - 1)) * k_stride;
+            prefetch_row(k + static_cast<size_t>(std::min(j0 + t + kPrefetchRows, max_len - 1)) * k_stride, head_dim);
+        }
         batch acc[W];
         for (auto& a : acc) a = batch(0.0f);
         for (int64_t d = 0; d < vector_dims; d += W) {
-            batch qv[kQueries];
-            for (int i = 0; i < kQueries; ++i) qv[i] = batch::load_unaligned(q[i] + d);
+            batch qv[Q];
+            for (int i = 0; i < Q; ++i) qv[i] = batch::load_unaligned(q[i] + d);
             for (int64_t t = 0; t < kTileKeys; ++t) {
-                const batch kv = batch::load_unaligned(key[t] + d);
-                for (int i = 0; i < kQueries; ++i)
-                    acc[i * kTileKeys + t] = xsimd::fma(qv[i], kv, acc[i * kTileKeys + t]);
+                const batch kv = load(key[t] + d);
+                for (int i = 0; i < Q; ++i) acc[i * kTileKeys + t] = xsimd::fma(qv[i], kv, acc[i * kTileKeys + t]);
             }
         }
         alignas(64) float dots[W];
@@ -110,7 +147,7 @@ void scores(const AttentionQuery* queries, int nq, const float* const* q, const 
                     continue;
                 }
                 float s = dots[lane_of[static_cast<size_t>(i * kTileKeys + t)]];
-                for (int64_t d = vector_dims; d < head_dim; ++d) s = std::fma(q[i][d], key[t][d], s);
+                for (int64_t d = vector_dims; d < head_dim; ++d) s = std::fma(q[i][d], element(key[t] + d), s);
                 s *= scale;
                 score[i][j] = s;
                 max[i] = std::max(max[i], s);
@@ -146,8 +183,8 @@ double exponentiate(float* score, int64_t kv_len, float max) noexcept {
 // and only the queries that use it add it, so rows masked for the whole
 // block (possibly NaN) are never touched and a query's sum does not depend
 // on its block.
-template <int64_t Batches>
-void accumulate_values(const AttentionQuery* queries, int nq, const float* const* weight, const float* v,
+template <int64_t Batches, class V>
+void accumulate_values(const AttentionQuery* queries, int nq, const float* const* weight, const V* v,
                        size_t v_stride, int64_t d0, int64_t tail, int64_t j0, int64_t j1,
                        double (*total)[kDimsPerPass]) noexcept {
     constexpr int64_t kBatches = Batches > 0 ? Batches : 1;  // arrays of at least one
@@ -160,15 +197,17 @@ void accumulate_values(const AttentionQuery* queries, int nq, const float* const
         unsigned users = 0;
         for (int i = 0; i < nq; ++i) users |= uses(queries[i], j) ? 1u << i : 0u;
         if (users == 0) continue;
-        const float* row = v + static_cast<size_t>(j) * v_stride + d0;
+        const V* row = v + static_cast<size_t>(j) * v_stride + d0;
+        prefetch_row(v + static_cast<size_t>(std::min(j + kPrefetchRows, j1 - 1)) * v_stride + d0, Batches * W + tail);
         batch vv[kBatches];
-        for (int64_t b = 0; b < Batches; ++b) vv[b] = batch::load_unaligned(row + b * W);
+        for (int64_t b = 0; b < Batches; ++b) vv[b] = load(row + b * W);
         for (int i = 0; i < kQueries; ++i) {
             if ((users >> i & 1u) == 0) continue;
             const float w = weight[i][j];
             const batch wv(w);
             for (int64_t b = 0; b < Batches; ++b) acc[i][b] = xsimd::fma(wv, vv[b], acc[i][b]);
-            for (int64_t d = 0; d < tail; ++d) tail_acc[i][d] = std::fma(w, row[Batches * W + d], tail_acc[i][d]);
+            for (int64_t d = 0; d < tail; ++d)
+                tail_acc[i][d] = std::fma(w, element(row + Batches * W + d), tail_acc[i][d]);
         }
     }
     for (int i = 0; i < nq; ++i) {
@@ -185,8 +224,11 @@ size_t attend_block_scratch(int64_t max_kv_len) noexcept {
     return static_cast<size_t>(kQueries) * static_cast<size_t>(std::max<int64_t>(max_kv_len, 0) + W);
 }
 
-void attend_block(const AttentionQuery* queries, int nq, const float* k, size_t k_stride, const float* v,
-                  size_t v_stride, int64_t head_dim, float scale, float* scratch) noexcept {
+namespace {
+
+template <class K, class V>
+void attend_block_typed(const AttentionQuery* queries, int nq, const K* k, size_t k_stride, const V* v,
+                        size_t v_stride, int64_t head_dim, float scale, float* scratch) noexcept {
     if (nq <= 0) return;
     nq = std::min(nq, kQueries);
     int64_t max_len = 0;
@@ -201,7 +243,11 @@ void attend_block(const AttentionQuery* queries, int nq, const float* k, size_t 
     float max[kQueries];
     int64_t n_valid[kQueries] = {};
     std::fill(max, max + kQueries, kNegInf);
-    if (max_len > 0) scores(queries, nq, q, k, k_stride, max_len, head_dim, scale, score, max, n_valid);
+    if (max_len > 0) {
+        if (nq == 1) scores<1>(queries, nq, q, k, k_stride, max_len, head_dim, scale, score, max, n_valid);
+        else if (nq == 2) scores<2>(queries, nq, q, k, k_stride, max_len, head_dim, scale, score, max, n_valid);
+        else scores<kQueries>(queries, nq, q, k, k_stride, max_len, head_dim, scale, score, max, n_valid);
+    }
 
     // Fully masked queries get zeros and take no part in pass 3.
     AttentionQuery live[kQueries];
@@ -238,6 +284,26 @@ void attend_block(const AttentionQuery* queries, int nq, const float* k, size_t 
         for (int i = 0; i < n_live; ++i)
             for (int64_t d = 0; d < nd; ++d) live[i].out[d0 + d] = static_cast<float>(total[i][d] * inv_sum[i]);
     }
+}
+
+}  // namespace
+
+void attend_block(const AttentionQuery* queries, int n_queries, CacheHead k, CacheHead v, int64_t head_dim,
+                  float scale, float* scratch) noexcept {
+    const bool k_half = k.type == DType::F16, v_half = v.type == DType::F16;
+    const auto* kf = static_cast<const float*>(k.data);
+    const auto* kh = static_cast<const uint16_t*>(k.data);
+    const auto* vf = static_cast<const float*>(v.data);
+    const auto* vh = static_cast<const uint16_t*>(v.data);
+    if (!k_half && !v_half) attend_block_typed(queries, n_queries, kf, k.stride, vf, v.stride, head_dim, scale, scratch);
+    else if (k_half && v_half) attend_block_typed(queries, n_queries, kh, k.stride, vh, v.stride, head_dim, scale, scratch);
+    else if (k_half) attend_block_typed(queries, n_queries, kh, k.stride, vf, v.stride, head_dim, scale, scratch);
+    else attend_block_typed(queries, n_queries, kf, k.stride, vh, v.stride, head_dim, scale, scratch);
+}
+
+void attend_block(const AttentionQuery* queries, int n_queries, const float* k, size_t k_stride, const float* v,
+                  size_t v_stride, int64_t head_dim, float scale, float* scratch) noexcept {
+    attend_block_typed(queries, n_queries, k, k_stride, v, v_stride, head_dim, scale, scratch);
 }
 
 void attend(const float* q, const float* k, size_t k_stride, const float* v, size_t v_stride, int64_t kv_len,

@@ -3,6 +3,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "engine/core/dtype.h"
+
 namespace kiln::kernels {
 
 // out[d] = Σ_j p_j v_j[d] with p = softmax_j(scale · q·k_j) over the kv positions
@@ -29,6 +31,17 @@ constexpr int kMaxBlockQueries = 4;
 void attend_block(const AttentionQuery* queries, int n_queries, const float* k, size_t k_stride, const float* v,
                   size_t v_stride, int64_t head_dim, float scale, float* scratch) noexcept;
 size_t attend_block_scratch(int64_t max_kv_len) noexcept;
+
+// One head of a KV cache: row j at data + j * stride elements, each an F32
+// float or the bits of an F16 half (widened exactly as they are loaded, so an
+// F16 cache gives the bits of an F32 cache holding the same values).
+struct CacheHead {
+    const void* data;
+    size_t stride;  // in elements
+    DType type;     // F32 or F16
+};
+void attend_block(const AttentionQuery* queries, int n_queries, CacheHead k, CacheHead v, int64_t head_dim,
+                  float scale, float* scratch) noexcept;
 
 namespace ref {
 void attend(const float* q, const float* k, size_t k_stride, const float* v, size_t v_stride, int64_t kv_len,

@@ -1,7 +1,8 @@
 // The KV cache write and causal (grouped-query) attention over the cache.
 // Caches hold F32 or F16 rows (each of K and V on its own); F16 rows are
-// widened to float as the attention reads them, so the kernels see exactly
-// the values an F32 cache holding the rounded rows would give them.
+// widened to float as the attention reads them (by the fast kernel's loads; the
+// reference widens a head's rows into scratch first), so the kernels see
+// exactly the values an F32 cache holding the rounded rows would give them.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -49,10 +50,9 @@ void run_store_kv(const Graph& g, const Node& n, const ExecContext& ctx) {
     }
 }
 
-// One key/value head of a cache as float rows: an F32 cache's own rows, or an
-// F16 cache's rows widened into the thread's scratch as they are first needed
-// (the blocks of one head come one after another, so each row is widened about
-// once per thread and head).
+// For the reference path: one key/value head of a cache as float rows, an F32
+// cache's own rows, or an F16 cache's rows widened into the thread's scratch
+// as they are first needed.
 class HeadRows {
 public:
     HeadRows(const Node& cache, int64_t head_dim, float* scratch) noexcept
@@ -159,7 +159,11 @@ void run_attention_blocks(const Graph& g, const Node& n, const ExecContext& ctx)
     const int64_t total = per_head_cost * p.n_kv_heads;
     const int64_t lo = total * ctx.ith / ctx.nth, hi = total * (ctx.ith + 1) / ctx.nth;
 
-    WidenedHeads heads(in, ctx.scratch);
+    const auto head_of = [&](const Node& cache, int64_t kv_head) {
+        const size_t elem = cache.type == DType::F16 ? 2 : 4;
+        return kernels::CacheHead{cache.row<std::byte>(0) + static_cast<size_t>(kv_head * p.head_dim) * elem,
+                                  static_cast<size_t>(cache.shape.ne[0]), cache.type};
+    };
     int64_t start = 0;
     for (int64_t kv_head = 0; kv_head < p.n_kv_heads && start < hi; ++kv_head) {
         for (int64_t b = 0; b < blocks && start < hi; ++b) {
@@ -169,15 +173,11 @@ void run_attention_blocks(const Graph& g, const Node& n, const ExecContext& ctx)
             if (!mine) continue;
             kernels::AttentionQuery queries[kBlock];
             int nq = 0;
-            int64_t max_len = 0;
             for (int64_t i = b * kBlock; i < std::min(per_head, (b + 1) * kBlock); ++i) {
                 const int64_t t = i / group, h = kv_head * group + i % group;
                 queries[nq++] = {in.q.row(t) + h * p.head_dim, in.kv_len(t), in.valid(t), n.row(t) + h * p.head_dim};
-                max_len = std::max(max_len, in.kv_len(t));
             }
-            const float* keys = heads.k.rows(kv_head, max_len);
-            const float* values = heads.v.rows(kv_head, max_len);
-            kernels::attend_block(queries, nq, keys, heads.k.stride(), values, heads.v.stride(), p.head_dim, p.scale,
+            kernels::attend_block(queries, nq, head_of(in.k, kv_head), head_of(in.v, kv_head), p.head_dim, p.scale,
                                   ctx.scratch);
         }
     }
