@@ -247,7 +247,7 @@ TEST_CASE("matmul: every kernel set matches the scalar set", "[kernels][matmul]"
 // Rows claimed at run time (RowClaims) by three threads give the bits of one
 // call over all rows, for every set: chunk boundaries at multiples of 32 rows
 // fall on the kernels' row tiles. Every row is written exactly once.
-TEST_CASE("matmul: rows claimed by several threads equal one call bit for bit", "[kernels][matmul]") {
+TEST_CASE("matmul: rows claimed by several threads equal one call bit for bit", "[kernels][matmul][threads]") {
     uint32_t seed = 900;
     for (const MatmulKernels* set : available_matmul_kernels()) {
         for (DType type : kTypes) {
