@@ -199,7 +199,7 @@ TEST_CASE("kiln-train --task reverse writes a transformer GGUF and reports held-
 TEST_CASE("kiln-train --task reverse: 8 steps equal 4 steps, --resume, 4 more", "[train][cli]") {
     TempDir dir("kiln-train-reverse-resume");
     const std::string flags = " --max-length 4 --held-out 10 --layers 1 --heads 2 --width 16 --batch 6 --warmup 2 "
-                              "--decay-iters 8 --eval-interval 4 --eval-beams 3 -t 2";
+                              "--decay-iters 8 --eval-interval 4 --eval-beams 3 --dropout 0.1 -t 2";
     const auto at = [&](const char* name) { return test::shell_quote((dir.path / name).string()); };
     const auto whole = test::run_tool("kiln-train", "--task reverse -o " + at("a.gguf") + " --iters 8" + flags);
     INFO(whole.err);

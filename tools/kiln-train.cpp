@@ -73,7 +73,9 @@ Optimization:
       --decay-embeddings    also decay the embeddings
       --beta1 X, --beta2 X  AdamW betas (0.9, 0.99)
       --grad-clip X         clip the global gradient norm (1.0; 0 = off)
-      --dropout X           dropout probability (0)
+      --dropout X           dropout probability (0): residual and embedding dropout and
+                            attention-probability dropout (also the feed-forward's
+                            hidden layer of --task reverse)
       --seed N              initialization and data seed (1337)
 Reporting:
       --eval-interval N     steps between train/validation evaluations (250)
@@ -192,6 +194,7 @@ int run_reverse_task(const Options& o) {
     s.model.gelu = o.gelu;
     s.batch = o.train.batch;
     s.optimizer = o.train.optimizer();
+    s.dropout = o.train.dropout;
     s.seed = o.train.seed;
     ThreadPool pool(o.threads > 0 ? static_cast<int>(o.threads) : ThreadPool::physical_cores());
     Seq2SeqTrainer trainer(s, task, pool);

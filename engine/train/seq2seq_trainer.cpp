@@ -15,7 +15,7 @@ Seq2SeqTrainer::Seq2SeqTrainer(const Seq2SeqTrainOptions& options, const Reverse
     Rng init(options_.seed ^ 0x5eed0f1e1d5ULL);
     model_->initialize(init);
     const int64_t len = task.sequence_length();
-    train_graph_ = build_seq2seq_graph(*model_, options_.batch, len, len, true);
+    train_graph_ = build_seq2seq_graph(*model_, options_.batch, len, len, true, options_.dropout);
     eval_graph_ = build_seq2seq_graph(*model_, options_.batch, len, len, false);
     train_exec_ = std::make_unique<Executor>(train_graph_->graph);
     eval_exec_ = std::make_unique<Executor>(eval_graph_->graph);
@@ -46,6 +46,8 @@ StepResult Seq2SeqTrainer::step() {
     Seq2SeqGraph& G = *train_graph_;
     for (int64_t b = 0; b < G.batch; ++b)
         task_.fill(task_.sample(rng_), b, G.source_data(), G.mask_data(), G.decoder_input_data(), G.label_data());
+    // The masks of a step follow from (seed, step), so a resumed run draws the same ones.
+    G.set_dropout_seed(options_.seed * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(steps_done()));
     train_exec_->run(pool_);
     optimizer_->gather(G.graph, G.grads, true);
     return optimizer_->step(G.loss_value(), 1);

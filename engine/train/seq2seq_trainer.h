@@ -22,6 +22,7 @@ struct Seq2SeqTrainOptions {
     Seq2SeqConfig model;
     int64_t batch = 32;
     OptimizerOptions optimizer;
+    float dropout = 0.0f;
     uint64_t seed = 1337;
 };
 
