@@ -342,17 +342,21 @@ TEST_CASE("dropout drops about p of the elements and scales the rest", "[train]"
     const NodeId x = g.state("x", DType::F32, Shape::of({100, 100}), ones.data());
     const NodeId seed = ids_input(g, {1, 2});
     const NodeId y = ops::dropout(g, x, seed, 0.2f);
+    const NodeId other = ops::dropout(g, x, seed, 0.2f);  // same seed and shape, its own mask
     g.mark_output(y);
+    g.mark_output(other);
     ThreadPool pool(2);
     Executor(g).run(pool);
-    int64_t dropped = 0;
+    int64_t dropped = 0, differ = 0;
     for (int64_t i = 0; i < 10000; ++i) {
         const float v = g.node(y).row(0)[i];
         if (v == 0.0f) ++dropped;
         else REQUIRE(v == Approx(1.25f));
+        differ += (v == 0.0f) != (g.node(other).row(0)[i] == 0.0f) ? 1 : 0;
     }
     CHECK(dropped > 1800);  // 2000 expected; sd 40
     CHECK(dropped < 2200);
+    CHECK(differ > 2400);  // independent masks differ in 2 p (1 - p) = 32% of the elements (sd 47)
     CHECK(ops::dropout(g, x, seed, 0.0f) == x);  // p = 0 adds no node
 }
 

@@ -104,6 +104,9 @@ struct LossParams {
 };
 struct DropoutParams {
     float p;  // probability of dropping an element
+    // Distinguishes the masks of dropout nodes that share a seed (the forward
+    // node's index; its backward node reuses it).
+    uint64_t salt = 0;
 };
 struct BatchAttentionParams {
     int64_t n_heads, head_dim, batch;
