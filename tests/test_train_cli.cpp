@@ -191,6 +191,12 @@ TEST_CASE("kiln-train --task reverse writes a transformer GGUF and reports held-
     const auto both = test::run_tool("kiln-train", "--task reverse -f x.txt -o " + out);
     CHECK(both.status == 2);
     CHECK(both.err.find("exclude each other") != std::string::npos);
+    const auto text_flag = test::run_tool("kiln-train", "--task reverse --accumulation 2 -o " + out);
+    CHECK(text_flag.status == 2);
+    CHECK(text_flag.err.find("--accumulation is only for a text (-f)") != std::string::npos);
+    const auto task_flag = test::run_tool("kiln-train", "-f x.txt --eval-beams 2 -o " + out);
+    CHECK(task_flag.status == 2);
+    CHECK(task_flag.err.find("--eval-beams is only for --task reverse") != std::string::npos);
     const auto other = test::run_tool("kiln-train", "--task sort -o " + out);
     CHECK(other.status == 2);
     CHECK(other.err.find("--task must be 'reverse'") != std::string::npos);

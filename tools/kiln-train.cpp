@@ -3,6 +3,7 @@
 // kiln runs.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -42,8 +43,10 @@ MODEL.ckpt.gguf (weights, AdamW moments, step, data generator state).
                             decoded by the inference engine greedily and with beam
                             search (as kiln --beams K decodes the written model);
                             MODEL.csv gets greedy_exact_match and beam_exact_match
-                            columns. --layers is per stack. --resume needs the same
-                            task and model flags.
+                            columns. --layers is per stack (the context follows from
+                            --max-length; biases always). --resume needs the same task
+                            and model flags. --context, --bias, --accumulation,
+                            --decay-embeddings and --eval-batches are for texts only.
       --max-length N        longest string of the task (10)
       --held-out N          held-out examples (500)
       --eval-beams K        beams of the held-out beam-search evaluation (4)
@@ -51,7 +54,7 @@ MODEL.ckpt.gguf (weights, AdamW moments, step, data generator state).
       --gelu                exact GELU feed-forward (default relu)
   -o, --output FILE         the final model
       --type T              final model matrices: f32 (default), f16, bf16, q8_0, q4_0
-      --resume FILE         continue from a checkpoint (same text and flags)
+      --resume FILE         continue from a checkpoint (same text or task, and flags)
       --checkpoint FILE     checkpoint path (default: MODEL.ckpt.gguf)
       --checkpoint-interval N   steps between checkpoints (default: --eval-interval)
 Model (for a text, ignored with --resume: the checkpoint's are used):
@@ -100,8 +103,10 @@ Options parse(int argc, char** argv) {
     Options o;
     GptConfig& m = o.train.model;
     Args args(argc, argv);
+    std::vector<std::string> given;  // flags seen, to refuse those of the other kind of model
     while (!args.done()) {
         const std::string_view flag = args.next();
+        given.emplace_back(flag);
         const auto integer = [&](int64_t min, int64_t max = 1 << 30) { return parse_int(flag, args.value(flag), min, max); };
         const auto number = [&](double min, double max) { return parse_float(flag, args.value(flag), min, max); };
         if (flag == "-h" || flag == "--help") {
@@ -153,6 +158,12 @@ Options parse(int argc, char** argv) {
     }
     if (o.text.empty() && o.task.empty()) usage_error("a training text is required (-f FILE)");
     if (!o.text.empty() && !o.task.empty()) usage_error("-f and --task exclude each other");
+    const auto refuse = [&](std::initializer_list<std::string_view> flags, std::string_view which) {
+        for (std::string_view f : flags)
+            if (std::find(given.begin(), given.end(), f) != given.end()) usage_error("{} is only for {}", f, which);
+    };
+    if (o.task.empty()) refuse({"--max-length", "--held-out", "--eval-beams", "--post-ln", "--gelu"}, "--task reverse");
+    else refuse({"--context", "--bias", "--accumulation", "--decay-embeddings", "--eval-batches"}, "a text (-f)");
     if (o.output.empty()) usage_error("an output path is required (-o MODEL.gguf)");
     if (!o.ffn_set) m.ffn = 4 * m.width;
     if (m.width % m.heads != 0) usage_error("--width {} is not divisible by --heads {}", m.width, m.heads);
