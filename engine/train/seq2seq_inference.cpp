@@ -1,6 +1,10 @@
 #include "engine/train/seq2seq_inference.h"
 
+#include <algorithm>
+#include <cstring>
+#include <new>
 #include <numeric>
+#include <span>
 #include <string>
 
 #include "engine/core/error.h"
@@ -8,10 +12,18 @@
 
 namespace kiln::train {
 
-InferenceDecoder::InferenceDecoder(std::vector<std::byte> gguf, int32_t max_beams)
-    : bytes_(std::move(gguf)), max_beams_(max_beams) {
+namespace {
+constexpr std::align_val_t kAlignment{64};
+}
+
+void InferenceDecoder::AlignedDelete::operator()(std::byte* p) const noexcept { ::operator delete[](p, kAlignment); }
+
+InferenceDecoder::InferenceDecoder(std::vector<std::byte> gguf, int32_t max_beams) : max_beams_(max_beams) {
     if (max_beams < 1) fail("decode", "{} beams: at least one is needed", max_beams);
-    file_ = std::make_shared<const GgufFile>(GgufFile::parse(bytes_, "the trained model"));
+    bytes_.reset(static_cast<std::byte*>(::operator new[](std::max<size_t>(gguf.size(), 1), kAlignment)));
+    std::memcpy(bytes_.get(), gguf.data(), gguf.size());
+    const std::span<const std::byte> bytes(bytes_.get(), gguf.size());
+    file_ = std::make_shared<const GgufFile>(GgufFile::parse(bytes, "the trained model"));
     model_ = std::make_unique<TransformerModel>(file_);
     const int64_t n_ctx = model_->config().n_ctx;
     session_ = std::make_unique<TransformerSession>(*model_, 1, n_ctx, max_beams, n_ctx);

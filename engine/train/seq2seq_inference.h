@@ -17,7 +17,7 @@ namespace kiln::train {
 
 class InferenceDecoder {
 public:
-    // `gguf`: a transformer model file's bytes (kept). Up to `max_beams` beams.
+    // `gguf`: a transformer model file's bytes (copied). Up to `max_beams` beams.
     InferenceDecoder(std::vector<std::byte> gguf, int32_t max_beams);
 
     // The best hypothesis for `source` (its tokens, ending with EOS) found with
@@ -27,7 +27,12 @@ public:
     const TransformerConfig& config() const noexcept { return model_->config(); }
 
 private:
-    std::vector<std::byte> bytes_;
+    struct AlignedDelete {
+        void operator()(std::byte* p) const noexcept;
+    };
+    // The file's bytes at a 64-byte aligned address, so that every tensor is
+    // as aligned as in a mapped file (the GGUF aligns them within the file).
+    std::unique_ptr<std::byte[], AlignedDelete> bytes_;
     std::shared_ptr<const GgufFile> file_;
     std::unique_ptr<TransformerModel> model_;
     std::unique_ptr<TransformerSession> session_;
