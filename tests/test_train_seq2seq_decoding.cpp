@@ -75,6 +75,10 @@ TEST_CASE("held-out answers and exact match equal those of kiln --beams K on the
         CHECK(right < texts.size());
     }
     CHECK(found[0] != found[1]);
+    // A Q8_0 file: the evaluation decodes the same quantized weights as kiln.
+    write_seq2seq_model(model, trainer.model(), ReverseTask::model_vocabulary(), DType::Q8_0);
+    const std::vector<std::string> quantized = trainer.answers(texts, 4, DType::Q8_0);
+    for (size_t i = 0; i < texts.size(); ++i) CHECK(quantized[i] == kiln_output(model, texts[i], 4));
     fs::remove(model);
 }
 

@@ -41,7 +41,8 @@ MODEL.ckpt.gguf (weights, AdamW moments, step, data generator state).
                             --max-length letters; at each evaluation reports the
                             held-out loss and the exact match on --held-out examples,
                             decoded by the inference engine greedily and with beam
-                            search (as kiln --beams K decodes the written model);
+                            search (as kiln --beams K decodes the model written with
+                            --type at that step);
                             MODEL.csv gets greedy_exact_match and beam_exact_match
                             columns. --layers is per stack (the context follows from
                             --max-length; biases always). --resume needs the same task
@@ -261,7 +262,7 @@ int run_reverse_task(const Options& o) {
         const bool last = step == o.iters;
         if (step % o.eval_interval == 0 || last) {
             row.eval_val = trainer.held_out_loss();
-            match = trainer.held_out_match(static_cast<int32_t>(o.eval_beams));
+            match = trainer.held_out_match(static_cast<int32_t>(o.eval_beams), o.type);
             row.greedy_match = match.greedy;
             row.beam_match = match.beam;
             if (tty) fmt::print(stderr, "\r\x1b[K");

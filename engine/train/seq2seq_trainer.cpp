@@ -53,8 +53,8 @@ StepResult Seq2SeqTrainer::step() {
     return optimizer_->step(G.loss_value(), 1);
 }
 
-std::vector<std::string> Seq2SeqTrainer::answers(const std::vector<std::string>& texts, int32_t beams) {
-    InferenceDecoder decoder(seq2seq_model_bytes(*model_, ReverseTask::model_vocabulary()), beams);
+std::vector<std::string> Seq2SeqTrainer::answers(const std::vector<std::string>& texts, int32_t beams, DType type) {
+    InferenceDecoder decoder(seq2seq_model_bytes(*model_, ReverseTask::model_vocabulary(), type), beams);
     std::vector<std::string> out;
     out.reserve(texts.size());
     for (const std::string& text : texts) {
@@ -65,9 +65,10 @@ std::vector<std::string> Seq2SeqTrainer::answers(const std::vector<std::string>&
     return out;
 }
 
-HeldOutMatch Seq2SeqTrainer::held_out_match(int32_t beams) {
+HeldOutMatch Seq2SeqTrainer::held_out_match(int32_t beams, DType type) {
     const std::vector<std::string>& texts = task_.held_out();
-    return {ReverseTask::exact_match(texts, answers(texts, 1)), ReverseTask::exact_match(texts, answers(texts, beams))};
+    return {ReverseTask::exact_match(texts, answers(texts, 1, type)),
+            ReverseTask::exact_match(texts, answers(texts, beams, type))};
 }
 
 // Batches of held-out pairs; the rows past the last pair repeat it with every

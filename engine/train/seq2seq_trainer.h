@@ -43,10 +43,11 @@ public:
     StepResult step();
 
     // The model's answers for these strings, decoded by the inference engine
-    // with `beams` beams (1: greedy).
-    std::vector<std::string> answers(const std::vector<std::string>& texts, int32_t beams);
+    // with `beams` beams (1: greedy), from the model file written with
+    // matrices of `type` (what kiln would answer with that file).
+    std::vector<std::string> answers(const std::vector<std::string>& texts, int32_t beams, DType type = DType::F32);
     // Exact match on the held-out strings, greedy and with `beams` beams.
-    HeldOutMatch held_out_match(int32_t beams);
+    HeldOutMatch held_out_match(int32_t beams, DType type = DType::F32);
     // The mean teacher-forced loss per target token of the held-out examples.
     double held_out_loss();
 
