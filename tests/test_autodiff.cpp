@@ -235,6 +235,28 @@ TEST_CASE("batch attention backward matches finite differences", "[train][autodi
     }
 }
 
+TEST_CASE("batch attention with attention dropout: backward matches finite differences with a fixed seed", "[train][autodiff]") {
+    // The mask is fixed by the seed, so the output is smooth in q, k, v.
+    SECTION("causal self-attention, 2 sequences of 5, 2 heads of 3") {
+        check_gradients({param("q", {6, 10}, 51), param("k", {6, 10}, 52), param("v", {6, 10}, 53)},
+                        [](Graph& g, const std::vector<NodeId>& p) {
+                            const NodeId seed = ids_input(g, {4242, -7});
+                            return ops::batch_attention(g, p[0], p[1], p[2], kNoNode, 2, 3, 2, true, 0.3f, seed);
+                        });
+    }
+    SECTION("two cross-attentions with padding, one seed") {
+        check_gradients({param("q", {6, 6}, 54), param("k", {6, 8}, 55), param("v", {6, 8}, 56)},
+                        [](Graph& g, const std::vector<NodeId>& p) {
+                            const NodeId mask = g.input("mask", DType::I8, Shape::of({4, 2}));
+                            const int8_t valid[8] = {1, 1, 1, 1, 1, 1, 0, 0};
+                            std::memcpy(g.node(mask).data, valid, sizeof valid);
+                            const NodeId seed = ids_input(g, {99, 100});
+                            const NodeId a = ops::batch_attention(g, p[0], p[1], p[2], mask, 2, 3, 2, false, 0.4f, seed);
+                            return ops::batch_attention(g, a, p[1], p[2], mask, 2, 3, 2, false, 0.4f, seed);
+                        });
+    }
+}
+
 TEST_CASE("autodiff refuses ops without a backward rule and parameters that do not matter", "[train][autodiff]") {
     std::vector<float> a(6), b(6);
     Graph g;
@@ -295,6 +317,18 @@ TEST_CASE("training kernels: fast paths agree with the references on odd sizes, 
                             return ops::batch_attention(g, a, p[3], p[4], mask, 5, 7, 3, false);
                         });
     }
+    SECTION("batch attention with attention dropout, causal and cross with padding") {
+        check_fast_path({param("q", {5 * 7, 3 * 13}, 44), param("k", {5 * 7, 3 * 13}, 45), param("v", {5 * 7, 3 * 13}, 46),
+                         param("k2", {5 * 7, 3 * 11}, 47), param("v2", {5 * 7, 3 * 11}, 48)},
+                        [](Graph& g, const std::vector<NodeId>& p) {
+                            const NodeId mask = g.input("mask", DType::I8, Shape::of({11, 3}));
+                            auto* m = reinterpret_cast<int8_t*>(g.node(mask).data);
+                            for (int i = 0; i < 33; ++i) m[i] = (i % 11) < 11 - (i / 11) * 3 ? 1 : 0;
+                            const NodeId seed = ids_input(g, {5, 6});
+                            const NodeId a = ops::batch_attention(g, p[0], p[1], p[2], kNoNode, 5, 7, 3, true, 0.2f, seed);
+                            return ops::batch_attention(g, a, p[3], p[4], mask, 5, 7, 3, false, 0.35f, seed);
+                        });
+    }
     SECTION("dropout masks do not depend on threads") {
         check_fast_path({param("x", {67, 31}, 43)}, [](Graph& g, const std::vector<NodeId>& p) {
             return ops::dropout(g, p[0], ids_input(g, {7, 9}), 0.25f);
@@ -308,16 +342,65 @@ TEST_CASE("dropout drops about p of the elements and scales the rest", "[train]"
     const NodeId x = g.state("x", DType::F32, Shape::of({100, 100}), ones.data());
     const NodeId seed = ids_input(g, {1, 2});
     const NodeId y = ops::dropout(g, x, seed, 0.2f);
+    const NodeId other = ops::dropout(g, x, seed, 0.2f);  // same seed and shape, its own mask
     g.mark_output(y);
+    g.mark_output(other);
     ThreadPool pool(2);
     Executor(g).run(pool);
-    int64_t dropped = 0;
+    int64_t dropped = 0, differ = 0;
     for (int64_t i = 0; i < 10000; ++i) {
         const float v = g.node(y).row(0)[i];
         if (v == 0.0f) ++dropped;
         else REQUIRE(v == Approx(1.25f));
+        differ += (v == 0.0f) != (g.node(other).row(0)[i] == 0.0f) ? 1 : 0;
     }
     CHECK(dropped > 1800);  // 2000 expected; sd 40
     CHECK(dropped < 2200);
+    CHECK(differ > 2400);  // independent masks differ in 2 p (1 - p) = 32% of the elements (sd 47)
     CHECK(ops::dropout(g, x, seed, 0.0f) == x);  // p = 0 adds no node
+}
+
+// With all queries 0 every allowed key has probability 1/S, and with value
+// row j = e_j the output of query i is row i of P ⊙ F: each element is 0
+// (dropped) or exactly 1/(S(1-p)) (kept, rescaled). Over 4 sequences × 3
+// heads × 40 queries × 40 keys = 19200 probabilities about p are dropped, and
+// the masks of two attention nodes on one seed differ.
+TEST_CASE("attention dropout drops about p of the probabilities and scales the rest", "[train]") {
+    constexpr int64_t S = 40, heads = 3, batch = 4;
+    constexpr float p = 0.3f;
+    std::vector<float> zeros(static_cast<size_t>(heads * S * batch * S), 0.0f), values(zeros.size(), 0.0f);
+    for (int64_t b = 0; b < batch; ++b)
+        for (int64_t j = 0; j < S; ++j)
+            for (int64_t h = 0; h < heads; ++h) values[static_cast<size_t>((b * S + j) * heads * S + h * S + j)] = 1.0f;
+    for (auto mode : {Executor::Mode::Fast, Executor::Mode::Reference}) {
+        Graph g;
+        const Shape shape = Shape::of({heads * S, batch * S});
+        const NodeId q = g.state("q", DType::F32, shape, zeros.data());
+        const NodeId v = g.state("v", DType::F32, shape, values.data());
+        const NodeId seed = ids_input(g, {31, 41});
+        const NodeId first = ops::batch_attention(g, q, q, v, kNoNode, heads, S, batch, false, p, seed);
+        const NodeId second = ops::batch_attention(g, q, q, v, kNoNode, heads, S, batch, false, p, seed);
+        g.mark_output(first);
+        g.mark_output(second);
+        g.plan();
+        ThreadPool pool(2);
+        Executor(g, mode).run(pool);
+        int64_t dropped = 0, differ = 0;
+        const float kept = 1.0f / (static_cast<float>(S) * (1.0f - p));
+        for (int64_t i = 0; i < shape.elements(); ++i) {
+            const float y = g.node(first).row(0)[i];
+            if (y == 0.0f) ++dropped;
+            else REQUIRE(y == Approx(kept).epsilon(1e-6));
+            differ += (y == 0.0f) != (g.node(second).row(0)[i] == 0.0f) ? 1 : 0;
+        }
+        CHECK(dropped > 5760 - 4 * 64);  // 19200 p = 5760 expected; sd sqrt(19200 p (1-p)) ≈ 64
+        CHECK(dropped < 5760 + 4 * 64);
+        CHECK(differ > 19200 * 2 * p * (1 - p) / 2);  // independent masks differ in 2p(1-p) of the elements
+    }
+    Graph g;
+    const NodeId q = g.state("q", DType::F32, Shape::of({heads * S, batch * S}), zeros.data());
+    CHECK_THROWS_WITH(ops::batch_attention(g, q, q, q, kNoNode, heads, S, batch, false, 0.1f, kNoNode),
+                      Catch::Contains("needs a seed input"));
+    CHECK_THROWS_WITH(ops::batch_attention(g, q, q, q, kNoNode, heads, S, batch, false, 1.0f, ids_input(g, {1, 2})),
+                      Catch::Contains("outside [0, 1)"));
 }

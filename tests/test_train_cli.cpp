@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "engine/train/gpt_gguf.h"
+#include "engine/train/seq2seq_gguf.h"
 #include "formats/gguf/gguf_file.h"
 #include "support/paths.h"
 #include "support/run_tool.h"
@@ -181,10 +182,86 @@ TEST_CASE("kiln-train --task reverse writes a transformer GGUF and reports held-
     CHECK(model.get_tensor("dec.blk.0.cross_attn_q.weight").dims == std::vector<uint64_t>{16, 16});
     CHECK(model.find_tensor("output.weight") == nullptr);  // tied
 
+    const std::string csv = slurp(dir.path / "r.csv");
+    CHECK(csv.starts_with("step,loss,lr,grad_norm,tokens_per_s,eval_train_loss,eval_val_loss,greedy_exact_match,"
+                          "beam_exact_match\n"));
+    CHECK(slurp(dir.path / "r.svg").find("held-out exact match") != std::string::npos);
+    CHECK(r.err.find("with 4 beams") != std::string::npos);
+
     const auto both = test::run_tool("kiln-train", "--task reverse -f x.txt -o " + out);
     CHECK(both.status == 2);
     CHECK(both.err.find("exclude each other") != std::string::npos);
+    const auto text_flag = test::run_tool("kiln-train", "--task reverse --accumulation 2 -o " + out);
+    CHECK(text_flag.status == 2);
+    CHECK(text_flag.err.find("--accumulation is only for a text (-f)") != std::string::npos);
+    const auto task_flag = test::run_tool("kiln-train", "-f x.txt --eval-beams 2 -o " + out);
+    CHECK(task_flag.status == 2);
+    CHECK(task_flag.err.find("--eval-beams is only for --task reverse") != std::string::npos);
     const auto other = test::run_tool("kiln-train", "--task sort -o " + out);
     CHECK(other.status == 2);
     CHECK(other.err.find("--task must be 'reverse'") != std::string::npos);
+}
+
+TEST_CASE("kiln-train --task reverse: 8 steps equal 4 steps, --resume, 4 more", "[train][cli]") {
+    TempDir dir("kiln-train-reverse-resume");
+    const std::string flags = " --max-length 4 --held-out 10 --layers 1 --heads 2 --width 16 --batch 6 --warmup 2 "
+                              "--decay-iters 8 --eval-interval 4 --eval-beams 3 --dropout 0.1 -t 2";
+    const auto at = [&](const char* name) { return test::shell_quote((dir.path / name).string()); };
+    const auto whole = test::run_tool("kiln-train", "--task reverse -o " + at("a.gguf") + " --iters 8" + flags);
+    INFO(whole.err);
+    REQUIRE(whole.status == 0);
+    const auto first = test::run_tool("kiln-train", "--task reverse -o " + at("b.gguf") + " --iters 4" + flags);
+    INFO(first.err);
+    REQUIRE(first.status == 0);
+    const auto second = test::run_tool("kiln-train", "--task reverse -o " + at("b.gguf") + " --iters 8" + flags +
+                                                         " --resume " + at("b.ckpt.gguf"));
+    INFO(second.err);
+    REQUIRE(second.status == 0);
+    CHECK(second.err.find("resuming at step 4") != std::string::npos);
+    CHECK(slurp(dir.path / "a.gguf") == slurp(dir.path / "b.gguf"));
+    CHECK(slurp(dir.path / "a.ckpt.gguf") == slurp(dir.path / "b.ckpt.gguf"));
+    CHECK(losses_of(dir.path / "a.csv") == losses_of(dir.path / "b.csv"));
+    // Both evaluations (steps 4 and 8) are in the log, with their exact match.
+    std::istringstream rows(slurp(dir.path / "a.csv"));
+    std::string row;
+    std::vector<std::string> evaluated;
+    while (std::getline(rows, row))
+        if (!row.ends_with(",")) evaluated.push_back(row.substr(0, row.find(',')));
+    CHECK(evaluated == std::vector<std::string>{"step", "4", "8"});
+    const auto checkpoint = train::read_seq2seq_checkpoint(dir.path / "a.ckpt.gguf");
+    REQUIRE(checkpoint.training);
+    CHECK(checkpoint.training->step == 8);
+    CHECK(!train::read_seq2seq_checkpoint(dir.path / "a.gguf").training);
+}
+
+TEST_CASE("kiln-train --task reverse --resume: bad checkpoints give one clear line", "[train][cli]") {
+    TempDir dir("kiln-train-reverse-bad");
+    const std::string flags = " --max-length 3 --held-out 5 --layers 1 --heads 2 --width 16 --batch 4 --warmup 1 -t 2";
+    const auto at = [&](const char* name) { return test::shell_quote((dir.path / name).string()); };
+    REQUIRE(test::run_tool("kiln-train", "--task reverse -o " + at("m.gguf") + " --iters 2" + flags).status == 0);
+    const auto resume = [&](const char* checkpoint, const std::string& more = "") {
+        return test::run_tool("kiln-train", "--task reverse -o " + at("n.gguf") + " --iters 4" + flags + more +
+                                                " --resume " + at(checkpoint));
+    };
+    const auto one_line = [](const test::ToolRun& r, const std::string& words) {
+        INFO(r.err);
+        CHECK(r.status == 1);
+        CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+        CHECK(r.err.find(words) != std::string::npos);
+    };
+
+    write(dir.path / "corrupt.gguf", "GGUF this is not a checkpoint");
+    one_line(resume("corrupt.gguf"), "kiln-train: ");
+    // Cut short: the tensors run past the end of the file.
+    const std::string whole = slurp(dir.path / "m.ckpt.gguf");
+    write(dir.path / "short.gguf", whole.substr(0, whole.size() / 2));
+    one_line(resume("short.gguf"), "kiln-train: ");
+    one_line(resume("m.gguf"), "not a training checkpoint");
+    one_line(resume("m.ckpt.gguf", " --width 32"), "is not this one");
+    // A text model's checkpoint.
+    const fs::path text = small_text(dir);
+    REQUIRE(test::run_tool("kiln-train", "-f " + test::shell_quote(text.string()) + " -o " + at("g.gguf") + " --iters 2 " +
+                                             kSmall).status == 0);
+    one_line(resume("g.ckpt.gguf"), "is not transformer");
+    CHECK(!fs::exists(dir.path / "n.gguf"));
 }

@@ -3,6 +3,7 @@
 // kiln runs.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -37,18 +38,27 @@ MODEL.ckpt.gguf (weights, AdamW moments, step, data generator state).
   -f, --file FILE           training text (UTF-8)
       --task reverse        instead of a text: train an encoder-decoder Transformer
                             (architecture "transformer") to reverse strings of up to
-                            --max-length letters; reports exact match on --held-out
-                            examples (greedy decoding). --layers is per stack.
+                            --max-length letters; at each evaluation reports the
+                            held-out loss and the exact match on --held-out examples,
+                            decoded by the inference engine greedily and with beam
+                            search (as kiln --beams K decodes the model written with
+                            --type at that step);
+                            MODEL.csv gets greedy_exact_match and beam_exact_match
+                            columns. --layers is per stack (the context follows from
+                            --max-length; biases always). --resume needs the same task
+                            and model flags. --context, --bias, --accumulation,
+                            --decay-embeddings and --eval-batches are for texts only.
       --max-length N        longest string of the task (10)
       --held-out N          held-out examples (500)
+      --eval-beams K        beams of the held-out beam-search evaluation (4)
       --post-ln             post-LN blocks (default pre-LN)
       --gelu                exact GELU feed-forward (default relu)
   -o, --output FILE         the final model
       --type T              final model matrices: f32 (default), f16, bf16, q8_0, q4_0
-      --resume FILE         continue from a checkpoint (same text and flags)
+      --resume FILE         continue from a checkpoint (same text or task, and flags)
       --checkpoint FILE     checkpoint path (default: MODEL.ckpt.gguf)
       --checkpoint-interval N   steps between checkpoints (default: --eval-interval)
-Model (ignored with --resume: the checkpoint's are used):
+Model (for a text, ignored with --resume: the checkpoint's are used):
       --layers N            blocks (4)
       --heads N             attention heads (4)
       --width N             embedding width (128)
@@ -67,7 +77,9 @@ Optimization:
       --decay-embeddings    also decay the embeddings
       --beta1 X, --beta2 X  AdamW betas (0.9, 0.99)
       --grad-clip X         clip the global gradient norm (1.0; 0 = off)
-      --dropout X           dropout probability (0)
+      --dropout X           dropout probability (0): residual and embedding dropout and
+                            attention-probability dropout (also the feed-forward's
+                            hidden layer of --task reverse)
       --seed N              initialization and data seed (1337)
 Reporting:
       --eval-interval N     steps between train/validation evaluations (250)
@@ -78,7 +90,7 @@ Reporting:
 
 struct Options {
     std::string text, output, checkpoint, resume, task;
-    int64_t max_length = 10, held_out = 500;
+    int64_t max_length = 10, held_out = 500, eval_beams = 4;
     bool post_ln = false, gelu = false;
     DType type = DType::F32;
     TrainOptions train;
@@ -92,8 +104,10 @@ Options parse(int argc, char** argv) {
     Options o;
     GptConfig& m = o.train.model;
     Args args(argc, argv);
+    std::vector<std::string> given;  // flags seen, to refuse those of the other kind of model
     while (!args.done()) {
         const std::string_view flag = args.next();
+        given.emplace_back(flag);
         const auto integer = [&](int64_t min, int64_t max = 1 << 30) { return parse_int(flag, args.value(flag), min, max); };
         const auto number = [&](double min, double max) { return parse_float(flag, args.value(flag), min, max); };
         if (flag == "-h" || flag == "--help") {
@@ -105,6 +119,7 @@ Options parse(int argc, char** argv) {
             if (o.task != "reverse") usage_error("--task must be 'reverse', got '{}'", o.task);
         } else if (flag == "--max-length") o.max_length = integer(1, 256);
         else if (flag == "--held-out") o.held_out = integer(1, 1 << 20);
+        else if (flag == "--eval-beams") o.eval_beams = integer(1, 64);
         else if (flag == "--post-ln") o.post_ln = true;
         else if (flag == "--gelu") o.gelu = true;
         else if (flag == "-o" || flag == "--output") o.output = args.value(flag);
@@ -144,7 +159,12 @@ Options parse(int argc, char** argv) {
     }
     if (o.text.empty() && o.task.empty()) usage_error("a training text is required (-f FILE)");
     if (!o.text.empty() && !o.task.empty()) usage_error("-f and --task exclude each other");
-    if (!o.task.empty() && !o.resume.empty()) usage_error("--resume is for text models only");
+    const auto refuse = [&](std::initializer_list<std::string_view> flags, std::string_view which) {
+        for (std::string_view f : flags)
+            if (std::find(given.begin(), given.end(), f) != given.end()) usage_error("{} is only for {}", f, which);
+    };
+    if (o.task.empty()) refuse({"--max-length", "--held-out", "--eval-beams", "--post-ln", "--gelu"}, "--task reverse");
+    else refuse({"--context", "--bias", "--accumulation", "--decay-embeddings", "--eval-batches"}, "a text (-f)");
     if (o.output.empty()) usage_error("an output path is required (-o MODEL.gguf)");
     if (!o.ffn_set) m.ffn = 4 * m.width;
     if (m.width % m.heads != 0) usage_error("--width {} is not divisible by --heads {}", m.width, m.heads);
@@ -171,7 +191,9 @@ std::string duration(double seconds) {
     return fmt::format("{}s", s);
 }
 
-// The encoder-decoder on the generated reversal task.
+// The encoder-decoder on the generated reversal task: the same loop as the
+// GPT's (progress line, CSV, SVG, checkpoints, --resume), evaluated by the
+// held-out loss and the held-out exact match of greedy and beam decoding.
 int run_reverse_task(const Options& o) {
     const ReverseTask task(o.max_length, o.held_out, o.train.seed);
     Seq2SeqTrainOptions s;
@@ -184,36 +206,82 @@ int run_reverse_task(const Options& o) {
     s.model.gelu = o.gelu;
     s.batch = o.train.batch;
     s.optimizer = o.train.optimizer();
+    s.dropout = o.train.dropout;
     s.seed = o.train.seed;
     ThreadPool pool(o.threads > 0 ? static_cast<int>(o.threads) : ThreadPool::physical_cores());
     Seq2SeqTrainer trainer(s, task, pool);
+    TrainLog log(true);
+    const fs::path csv = fs::path(o.output).replace_extension(".csv");
+    const fs::path svg = fs::path(o.output).replace_extension(".svg");
+    if (!o.resume.empty()) {
+        const LoadedSeq2Seq checkpoint = read_seq2seq_checkpoint(o.resume);
+        if (!checkpoint.training) fail("train", "{} is a model, not a training checkpoint (no optimizer state)", o.resume);
+        if (checkpoint.vocabulary != ReverseTask::vocabulary())
+            fail("train", "{} was not trained on the reversal task (another vocabulary)", o.resume);
+        trainer.restore(checkpoint);
+        log = TrainLog::read_csv(csv, trainer.steps_done(), true);
+        if (trainer.steps_done() >= o.iters)
+            fail("train", "the checkpoint is at step {}, not before --iters {}", trainer.steps_done(), o.iters);
+    }
     size_t n_params = 0;
     for (const ParamTensor& t : trainer.model().tensors()) n_params += t.segment.count;
     fmt::print(stderr,
                "kiln-train: reverse strings of 1..{} letters ({} held out); encoder-decoder {}+{} layers, {} heads, "
-               "width {}, {}: {:.2f}M parameters; {} threads\n",
+               "width {}, {}: {:.2f}M parameters; {} threads{}\n",
                o.max_length, task.held_out().size(), s.model.encoder_layers, s.model.decoder_layers, s.model.heads,
-               s.model.width, s.model.norm_first ? "pre-LN" : "post-LN", static_cast<double>(n_params) / 1e6, pool.size());
+               s.model.width, s.model.norm_first ? "pre-LN" : "post-LN", static_cast<double>(n_params) / 1e6, pool.size(),
+               o.resume.empty() ? "" : fmt::format("; resuming at step {}", trainer.steps_done()));
     const bool tty = isatty(fileno(stderr)) != 0;
+    // Positions the graph runs per step: every source and target row of the batch.
+    const int64_t tokens_per_step = 2 * s.batch * task.sequence_length();
+    const int64_t first_step = trainer.steps_done();
     const auto started = std::chrono::steady_clock::now();
-    double accuracy = 0.0;
+    int64_t last_checkpoint = first_step;
+    HeldOutMatch match;
     while (trainer.steps_done() < o.iters) {
-        const StepResult r = trainer.step();
+        const auto t0 = std::chrono::steady_clock::now();
+        StepResult r;
+        try {
+            r = trainer.step();
+        } catch (const Error& e) {
+            if (tty) fmt::print(stderr, "\n");
+            throw Error(e.component(), fmt::format("{}. The last good checkpoint is {} (step {}).",
+                                                   std::string_view(e.what()).substr(e.component().size() + 3),
+                                                   o.checkpoint, last_checkpoint));
+        }
+        const auto t1 = std::chrono::steady_clock::now();
+        const double seconds = std::chrono::duration<double>(t1 - t0).count();
         const int64_t step = trainer.steps_done();
-        if (tty) fmt::print(stderr, "\rstep {}/{}  loss {:.4f}  lr {:.2e}   ", step, o.iters, r.loss, r.lr);
-        if (step % o.eval_interval == 0 || step == o.iters) {
-            accuracy = trainer.held_out_accuracy();
+        LogRow row{step, r.loss, r.lr, r.grad_norm, static_cast<double>(tokens_per_step) / seconds, {}, {}, {}, {}};
+        if (tty) {
+            const double elapsed = std::chrono::duration<double>(t1 - started).count();
+            const double eta = elapsed / static_cast<double>(step - first_step) * static_cast<double>(o.iters - step);
+            fmt::print(stderr, "\rstep {}/{}  loss {:.4f}  lr {:.2e}  {:.0f} tok/s  ETA {}   ", step, o.iters, r.loss, r.lr,
+                       row.tokens_per_s, duration(eta));
+        }
+        const bool last = step == o.iters;
+        if (step % o.eval_interval == 0 || last) {
+            row.eval_val = trainer.held_out_loss();
+            match = trainer.held_out_match(static_cast<int32_t>(o.eval_beams), o.type);
+            row.greedy_match = match.greedy;
+            row.beam_match = match.beam;
             if (tty) fmt::print(stderr, "\r\x1b[K");
-            fmt::print(stderr, "step {}: loss {:.4f}, held-out exact match {:.2f}%\n", step, r.loss, 100.0 * accuracy);
+            fmt::print(stderr, "step {}: loss {:.4f}, held-out loss {:.4f}, exact match {:.2f}% greedy, {:.2f}% with {} beams\n",
+                       step, r.loss, *row.eval_val, 100.0 * match.greedy, 100.0 * match.beam, o.eval_beams);
+        }
+        log.rows().push_back(row);
+        if (step % o.checkpoint_interval == 0 || last) {
+            const TrainingState state = trainer.training_state();
+            write_seq2seq_model(o.checkpoint, trainer.model(), ReverseTask::model_vocabulary(), DType::F32, &state);
+            last_checkpoint = step;
+            log.write_csv(csv);
+            log.write_svg(svg);
         }
     }
-    std::vector<int32_t> types(ReverseTask::vocabulary().size(), 1);
-    for (int32_t special : {ReverseTask::kPad, ReverseTask::kBos, ReverseTask::kEos}) types[static_cast<size_t>(special)] = 3;
-    write_seq2seq_model(o.output, trainer.model(), ReverseTask::vocabulary(), types,
-                        {ReverseTask::kBos, ReverseTask::kEos, ReverseTask::kPad}, o.type);
+    write_seq2seq_model(o.output, trainer.model(), ReverseTask::model_vocabulary(), o.type);
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    fmt::print(stderr, "kiln-train: wrote {} ({}); held-out exact match {:.2f}% (greedy) after {}\n", o.output,
-               dtype_name(o.type), 100.0 * accuracy, duration(elapsed));
+    fmt::print(stderr, "kiln-train: wrote {} ({}); held-out exact match {:.2f}% greedy, {:.2f}% with {} beams, after {}\n",
+               o.output, dtype_name(o.type), 100.0 * match.greedy, 100.0 * match.beam, o.eval_beams, duration(elapsed));
     return 0;
 }
 
@@ -277,7 +345,7 @@ int run(Options o) {
         }
         const auto t1 = std::chrono::steady_clock::now();
         const double seconds = std::chrono::duration<double>(t1 - t0).count();
-        LogRow row{trainer.steps_done(), r.loss, r.lr, r.grad_norm, static_cast<double>(tokens_per_step) / seconds, {}, {}};
+        LogRow row{trainer.steps_done(), r.loss, r.lr, r.grad_norm, static_cast<double>(tokens_per_step) / seconds, {}, {}, {}, {}};
         const int64_t step = trainer.steps_done();
         if (tty) {
             const double elapsed = std::chrono::duration<double>(t1 - started).count();

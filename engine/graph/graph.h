@@ -104,11 +104,21 @@ struct LossParams {
 };
 struct DropoutParams {
     float p;  // probability of dropping an element
+    // Distinguishes the masks of dropout nodes that share a seed (the forward
+    // node's index; its backward node reuses it).
+    uint64_t salt = 0;
 };
 struct BatchAttentionParams {
     int64_t n_heads, head_dim, batch;
     bool causal;
     float scale;
+    // Attention-probability dropout (training only; 0 = none). The seed is an
+    // I32[2] Input node (its own buffer, filled before each run), read by the
+    // forward and the gradient node; the salt gives each attention node its
+    // own masks under one seed.
+    float dropout = 0.0f;
+    NodeId dropout_seed = kNoNode;
+    uint64_t dropout_salt = 0;
 };
 using OpParams = std::variant<NoParams, NormParams, ScaleParams, RowsParams, RopeParams, AttentionParams, LossParams,
                               DropoutParams, BatchAttentionParams>;

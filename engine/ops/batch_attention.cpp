@@ -12,6 +12,14 @@
 // threads never share an output row slice and the sums are in a fixed order.
 // The gradient node lists q, k, v and the mask as its own sources (not just
 // the attention node), so the planner keeps them alive until it has run.
+//
+// Attention dropout (nanoGPT's attn_dropout, torch's MultiheadAttention
+// dropout; training only): each probability P_ij is kept with probability
+// 1 - p and scaled by 1/(1-p), i.e. multiplied by F_ij ∈ {0, 1/(1-p)}, and the
+// output is (P ⊙ F) V. The keep decision is a hash of (seed, node salt, index
+// of (sequence, head, query, key)), as the dropout op's, so the gradient
+// kernel regenerates F instead of storing it. Backward: dV = (P ⊙ F)ᵀ dO and
+// dP = (dO Vᵀ) ⊙ F, then dS as above. With p = 0 none of this runs.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -31,6 +39,38 @@ using ops::detail::require_type;
 using ops::detail::shape_error;
 
 enum Source { kQuery = 0, kKeys = 1, kValues = 2, kMask = 3, kGrad = 4 };
+
+// SplitMix64's finalizer, as the dropout op's.
+inline uint64_t mix(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+// The dropout factors F_ij of one node: 0 with probability p, else 1/(1-p).
+struct DropMask {
+    float p = 0.0f, keep_scale = 1.0f;
+    uint64_t key = 0;
+    int64_t heads = 1, q_len = 1, kv_len = 1;
+
+    DropMask(const Graph& g, const BatchAttentionParams& params, int64_t q_len_, int64_t kv_len_)
+        : heads(params.n_heads), q_len(q_len_), kv_len(kv_len_) {
+        if (params.dropout <= 0.0f) return;
+        p = params.dropout;
+        keep_scale = 1.0f / (1.0f - p);
+        const int32_t* s = g.node(params.dropout_seed).row<int32_t>(0);
+        const uint64_t seed = static_cast<uint64_t>(static_cast<uint32_t>(s[0])) |
+                              (static_cast<uint64_t>(static_cast<uint32_t>(s[1])) << 32);
+        key = mix(seed ^ mix(params.dropout_salt + 0x6a09e667f3bcc909ULL));
+    }
+    bool enabled() const noexcept { return p > 0.0f; }
+    // Uniform in [0, 1) with 24 bits from the element's index, compared with p.
+    float factor(int64_t b, int64_t h, int64_t i, int64_t j) const noexcept {
+        const auto index = static_cast<uint64_t>(((b * heads + h) * q_len + i) * kv_len + j);
+        const float u = static_cast<float>(mix(key + index * 0x9e3779b97f4a7c15ULL) >> 40) * (1.0f / 16777216.0f);
+        return u >= p ? keep_scale : 0.0f;
+    }
+};
 
 struct Layout {
     int64_t heads, head_dim, batch, q_len, kv_len;
@@ -64,8 +104,92 @@ struct Layout {
     }
 };
 
-template <decltype(&kernels::attend) kernel>
+using batch = xsimd::batch<float>;
+constexpr int64_t kLanes = static_cast<int64_t>(batch::size);
+
+float dot(const float* a, const float* b, int64_t n) {
+    batch acc(0.0f);
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) acc = xsimd::fma(batch::load_unaligned(a + i), batch::load_unaligned(b + i), acc);
+    float s = xsimd::hadd(acc);
+    for (; i < n; ++i) s += a[i] * b[i];
+    return s;
+}
+
+// y += a x (vectorized by the compiler: no reduction).
+void axpy(float a, const float* x, float* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+// The forward pass with dropout, plain: every sum in double.
+void attend_with_dropout_ref(const Graph& g, const Node& n, const ExecContext& ctx) {
+    const Layout L(g, n);
+    const DropMask F(g, n.param<BatchAttentionParams>(), L.q_len, L.kv_len);
+    std::vector<double> p(static_cast<size_t>(L.kv_len));
+    std::vector<double> out(static_cast<size_t>(L.head_dim));
+    const auto [i0, i1] = my_rows(L.batch * L.q_len * L.heads, ctx);
+    for (int64_t item = i0; item < i1; ++item) {
+        const int64_t h = item % L.heads, row = item / L.heads;
+        const int64_t b = row / L.q_len, i = row % L.q_len;
+        double max = -std::numeric_limits<double>::infinity();
+        for (int64_t j = 0; j < L.kv_len; ++j) {
+            p[j] = -std::numeric_limits<double>::infinity();
+            if (!L.allowed(b, i, j)) continue;
+            double s = 0.0;
+            for (int64_t d = 0; d < L.head_dim; ++d) s += static_cast<double>(L.q_at(b, i, h)[d]) * L.k_at(b, j, h)[d];
+            p[j] = s * L.scale;
+            max = std::max(max, p[j]);
+        }
+        double sum = 0.0;
+        for (int64_t j = 0; j < L.kv_len; ++j) {
+            p[j] = max == -std::numeric_limits<double>::infinity() ? 0.0 : std::exp(p[j] - max);
+            sum += p[j];
+        }
+        std::fill(out.begin(), out.end(), 0.0);
+        for (int64_t j = 0; j < L.kv_len; ++j) {
+            const double weight = sum > 0.0 ? p[j] / sum * F.factor(b, h, i, j) : 0.0;
+            for (int64_t d = 0; d < L.head_dim; ++d) out[d] += weight * L.v_at(b, j, h)[d];
+        }
+        float* y = n.row(row) + h * L.head_dim;
+        for (int64_t d = 0; d < L.head_dim; ++d) y[d] = static_cast<float>(out[d]);
+    }
+}
+
+// The forward pass with dropout, fast: float scores in SIMD lanes, the
+// probabilities in scratch, masked and dropped keys skipped.
+void attend_with_dropout_fast(const Graph& g, const Node& n, const ExecContext& ctx) {
+    const Layout L(g, n);
+    const DropMask F(g, n.param<BatchAttentionParams>(), L.q_len, L.kv_len);
+    float* p = ctx.scratch;
+    const auto [i0, i1] = my_rows(L.batch * L.q_len * L.heads, ctx);
+    for (int64_t item = i0; item < i1; ++item) {
+        const int64_t h = item % L.heads, row = item / L.heads;
+        const int64_t b = row / L.q_len, i = row % L.q_len;
+        const float* q = L.q_at(b, i, h);
+        float* y = n.row(row) + h * L.head_dim;
+        std::fill(y, y + L.head_dim, 0.0f);
+        float max = -std::numeric_limits<float>::infinity();
+        for (int64_t j = 0; j < L.kv_len; ++j) {
+            p[j] = L.allowed(b, i, j) ? L.scale * dot(q, L.k_at(b, j, h), L.head_dim) : -std::numeric_limits<float>::infinity();
+            max = std::max(max, p[j]);
+        }
+        if (max == -std::numeric_limits<float>::infinity()) continue;
+        float sum = 0.0f;
+        for (int64_t j = 0; j < L.kv_len; ++j) {
+            p[j] = std::exp(p[j] - max);
+            sum += p[j];
+        }
+        const float inv = 1.0f / sum;
+        for (int64_t j = 0; j < L.kv_len; ++j) {
+            const float weight = p[j] * inv * F.factor(b, h, i, j);
+            if (weight != 0.0f) axpy(weight, L.v_at(b, j, h), y, L.head_dim);
+        }
+    }
+}
+
+template <decltype(&kernels::attend) kernel, decltype(&attend_with_dropout_ref) with_dropout>
 void run_batch_attention(const Graph& g, const Node& n, const ExecContext& ctx) {
+    if (n.param<BatchAttentionParams>().dropout > 0.0f) return with_dropout(g, n, ctx);
     const Layout L(g, n);
     const auto [i0, i1] = my_rows(L.batch * L.q_len * L.heads, ctx);
     for (int64_t item = i0; item < i1; ++item) {
@@ -95,6 +219,7 @@ struct GradRows {
 // The plain reference: every sum in double, straight from the formulas.
 void batch_attention_grad_ref(const Graph& g, const Node& n, const ExecContext& ctx) {
     const Layout L(g, n);
+    const DropMask F(g, n.param<BatchAttentionParams>(), L.q_len, L.kv_len);
     const Node& grad = g.node(n.src[kGrad]);
     const GradRows out{n, L};
     const int64_t T = L.q_len, S = L.kv_len, D = L.head_dim;
@@ -125,6 +250,7 @@ void batch_attention_grad_ref(const Graph& g, const Node& n, const ExecContext& 
             for (int64_t j = 0; j < S; ++j) {
                 double dp = 0.0;
                 for (int64_t d = 0; d < D; ++d) dp += static_cast<double>(dO(i)[d]) * L.v_at(b, j, h)[d];
+                if (F.enabled()) dp *= F.factor(b, h, i, j);
                 dS[i * S + j] = dp;
                 row += P[i * S + j] * dp;
             }
@@ -141,7 +267,7 @@ void batch_attention_grad_ref(const Graph& g, const Node& n, const ExecContext& 
                 double sk = 0.0, sv = 0.0;
                 for (int64_t i = 0; i < T; ++i) {
                     sk += dS[i * S + j] * L.q_at(b, i, h)[d];
-                    sv += P[i * S + j] * dO(i)[d];
+                    sv += P[i * S + j] * (F.enabled() ? F.factor(b, h, i, j) : 1.0) * dO(i)[d];
                 }
                 out.dk(b, j, h)[d] = static_cast<float>(sk * L.scale);
                 out.dv(b, j, h)[d] = static_cast<float>(sv);
@@ -149,27 +275,11 @@ void batch_attention_grad_ref(const Graph& g, const Node& n, const ExecContext& 
     }
 }
 
-using batch = xsimd::batch<float>;
-constexpr int64_t kLanes = static_cast<int64_t>(batch::size);
-
-float dot(const float* a, const float* b, int64_t n) {
-    batch acc(0.0f);
-    int64_t i = 0;
-    for (; i + kLanes <= n; i += kLanes) acc = xsimd::fma(batch::load_unaligned(a + i), batch::load_unaligned(b + i), acc);
-    float s = xsimd::hadd(acc);
-    for (; i < n; ++i) s += a[i] * b[i];
-    return s;
-}
-
-// y += a x (vectorized by the compiler: no reduction).
-void axpy(float a, const float* x, float* y, int64_t n) {
-    for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
-}
-
 // The fast path: float dot products in SIMD lanes, masked keys skipped (their
 // probability is exactly 0), products as axpy rows over head_dim.
 void batch_attention_grad_fast(const Graph& g, const Node& n, const ExecContext& ctx) {
     const Layout L(g, n);
+    const DropMask F(g, n.param<BatchAttentionParams>(), L.q_len, L.kv_len);
     const Node& grad = g.node(n.src[kGrad]);
     const GradRows out{n, L};
     const int64_t T = L.q_len, S = L.kv_len, D = L.head_dim;
@@ -206,9 +316,13 @@ void batch_attention_grad_fast(const Graph& g, const Node& n, const ExecContext&
             for (int64_t j = 0; j < S; ++j) {
                 p[j] *= inv;
                 ds[j] = p[j] == 0.0f ? 0.0f : dot(dO, L.v_at(b, j, h), D);
+                if (F.enabled()) ds[j] *= F.factor(b, h, i, j);
                 row += p[j] * ds[j];
             }
             for (int64_t j = 0; j < S; ++j) ds[j] = p[j] * (ds[j] - row) * L.scale;
+            // dS is done: from here on P holds the dropped probabilities (for dV).
+            if (F.enabled())
+                for (int64_t j = 0; j < S; ++j) p[j] *= F.factor(b, h, i, j);
         }
         for (int64_t i = 0; i < T; ++i) {
             float* dq = out.dq(b, i, h);
@@ -251,7 +365,7 @@ Sources batch_attention_backward(Graph& g, NodeId node, NodeId grad, const Sourc
 namespace ops {
 
 NodeId batch_attention(Graph& g, NodeId q, NodeId k, NodeId v, NodeId key_mask, int64_t n_heads, int64_t head_dim,
-                       int64_t batch, bool causal) {
+                       int64_t batch, bool causal, float dropout, NodeId dropout_seed) {
     const OpKind op = OpKind::BatchAttention;
     const Node& qn = g.node(q);
     const Node& kn = g.node(k);
@@ -276,8 +390,22 @@ NodeId batch_attention(Graph& g, NodeId q, NodeId k, NodeId v, NodeId key_mask, 
         if (m.shape.ne[0] != kv_len || m.shape.rows() != batch)
             shape_error(op, "key mask {} is not [{}, {}]", m.shape.str(), kv_len, batch);
     }
+    if (!(dropout >= 0.0f && dropout < 1.0f)) shape_error(op, "dropout probability {} is outside [0, 1)", dropout);
     const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-    return g.add(op, DType::F32, qn.shape, {q, k, v, key_mask}, BatchAttentionParams{n_heads, head_dim, batch, causal, scale});
+    if (dropout == 0.0f)
+        return g.add(op, DType::F32, qn.shape, {q, k, v, key_mask}, BatchAttentionParams{n_heads, head_dim, batch, causal, scale});
+    // The seed must keep its buffer for the gradient node, which reads it
+    // through the parameters: an Input (never placed in the arena).
+    if (dropout_seed == kNoNode || g.node(dropout_seed).op != OpKind::Input)
+        shape_error(op, "attention dropout needs a seed input");
+    require_type(op, g.node(dropout_seed), DType::I32, "the dropout seed");
+    if (g.node(dropout_seed).shape.elements() != 2)
+        shape_error(op, "the dropout seed {} must be 2 values", g.node(dropout_seed).shape.str());
+    // The salt: the node's own index, so that every attention node of a graph
+    // draws its own masks from the one seed.
+    const auto salt = static_cast<uint64_t>(g.size());
+    return g.add(op, DType::F32, qn.shape, {q, k, v, key_mask, dropout_seed},
+                 BatchAttentionParams{n_heads, head_dim, batch, causal, scale, dropout, dropout_seed, salt});
 }
 
 NodeId batch_attention_grad(Graph& g, NodeId attention, NodeId grad) {
@@ -295,8 +423,10 @@ NodeId batch_attention_grad(Graph& g, NodeId attention, NodeId grad) {
 }  // namespace ops
 
 namespace ops::defs {
-extern const OpDef kBatchAttention{OpKind::BatchAttention, run_batch_attention<kernels::attend>,
-                                   run_batch_attention<kernels::ref::attend>, forward_scratch, batch_attention_backward};
+extern const OpDef kBatchAttention{OpKind::BatchAttention,
+                                   run_batch_attention<kernels::attend, attend_with_dropout_fast>,
+                                   run_batch_attention<kernels::ref::attend, attend_with_dropout_ref>, forward_scratch,
+                                   batch_attention_backward};
 extern const OpDef kBatchAttentionGrad{OpKind::BatchAttentionGrad, batch_attention_grad_fast, batch_attention_grad_ref,
                                        grad_scratch};
 }  // namespace ops::defs

@@ -89,8 +89,10 @@ NodeId dropout(Graph& g, NodeId x, NodeId seed, float p);
 // k and v [n_heads * head_dim, batch * kv_len] (sequence b is rows b*len ..).
 // Causal: query i sees keys 0..i (q_len == kv_len). key_mask (optional, I8
 // [kv_len, batch]): keys with 0 are not attended (padding). Scale 1/sqrt(head_dim).
+// dropout > 0 (training): attention-probability dropout with the I32 seed
+// input [2] (as the dropout op's); each such node draws its own masks.
 NodeId batch_attention(Graph& g, NodeId q, NodeId k, NodeId v, NodeId key_mask, int64_t n_heads, int64_t head_dim,
-                       int64_t batch, bool causal);
+                       int64_t batch, bool causal, float dropout = 0.0f, NodeId dropout_seed = kNoNode);
 // Gradients of a batch_attention node: dq, dk, dv stacked as rows
 // [d, batch * q_len + 2 * batch * kv_len] (take_rows splits them).
 NodeId batch_attention_grad(Graph& g, NodeId attention, NodeId grad);

@@ -1,9 +1,8 @@
 #pragma once
 // GGUF files of a trained GPT: the plain model (gpt2 layout of CONTRACTS §1,
 // with the character vocabulary as tokenizer.ggml.model = "char") that kiln
-// runs, and training checkpoints: the same file plus the AdamW moments
-// ("adam_m.<tensor>", "adam_v.<tensor>"), the step and the data generator's
-// state under "kiln.train.*". Both are written atomically.
+// runs, and training checkpoints: the same file plus the training state of
+// param_gguf.h. Both are written atomically.
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -12,14 +11,9 @@
 
 #include "engine/core/dtype.h"
 #include "engine/train/gpt_model.h"
+#include "engine/train/param_gguf.h"
 
 namespace kiln::train {
-
-struct TrainingState {
-    int64_t step = 0;            // optimizer steps done
-    uint64_t rng_state = 0;      // the batch sampler's generator
-    std::vector<float> adam_m, adam_v;  // flat, as the model's buffer
-};
 
 // Writes the model. type: matrices are stored in it (norms and other 1-D
 // tensors stay F32; rows that are not whole blocks fall back to F16).

@@ -107,7 +107,8 @@ std::unique_ptr<GptGraph> build_gpt_graph(GptModel& model, int64_t batch, int64_
         const NodeId q = ops::slice_columns(g, qkv, 0, d);
         const NodeId k = ops::slice_columns(g, qkv, d, d);
         const NodeId v = ops::slice_columns(g, qkv, 2 * d, d);
-        const NodeId a = ops::batch_attention(g, q, k, v, kNoNode, c.heads, d / c.heads, batch, true);
+        const NodeId a = ops::batch_attention(g, q, k, v, kNoNode, c.heads, d / c.heads, batch, true,
+                                              use_dropout ? dropout : 0.0f, out->dropout_seed);
         x = ops::add(g, x, drop(linear(a, l, "attn_output.weight", "attn_output.bias")));
         h = ops::layer_norm(g, x, param(block(l, "ffn_norm.weight")), param(block(l, "ffn_norm.bias")), c.eps);
         const NodeId up = ops::gelu(g, linear(h, l, "ffn_up.weight", "ffn_up.bias"));

@@ -21,6 +21,23 @@ std::vector<std::string> ReverseTask::vocabulary() {
     return v;
 }
 
+Seq2SeqVocabulary ReverseTask::model_vocabulary() {
+    Seq2SeqVocabulary v;
+    v.tokens = vocabulary();
+    v.types.assign(v.tokens.size(), 1);
+    for (int32_t special : {kPad, kBos, kEos}) v.types[static_cast<size_t>(special)] = 3;
+    v.special = {kBos, kEos, kPad};
+    return v;
+}
+
+double ReverseTask::exact_match(const std::vector<std::string>& texts, const std::vector<std::string>& answers) {
+    if (texts.size() != answers.size() || texts.empty())
+        fail("task", "{} answers for {} strings", answers.size(), texts.size());
+    size_t right = 0;
+    for (size_t i = 0; i < texts.size(); ++i) right += answers[i] == answer(texts[i]) ? 1 : 0;
+    return static_cast<double>(right) / static_cast<double>(texts.size());
+}
+
 std::vector<int32_t> ReverseTask::encode(const std::string& text) {
     std::vector<int32_t> ids;
     for (char c : text) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/train/rng.h"
+#include "engine/train/seq2seq_gguf.h"
 
 namespace kiln::train {
 
@@ -21,6 +22,8 @@ public:
     // The sequence length the model needs: the longest string plus </s>.
     int64_t sequence_length() const noexcept { return max_length_ + 1; }
     static std::vector<std::string> vocabulary();
+    // The vocabulary as the model file stores it: letters normal, the rest control tokens.
+    static Seq2SeqVocabulary model_vocabulary();
     static std::vector<int32_t> encode(const std::string& text);
     static std::string decode(const std::vector<int32_t>& ids);  // stops at </s>
 
@@ -28,6 +31,8 @@ public:
     std::string sample(Rng& rng) const;
     const std::vector<std::string>& held_out() const noexcept { return held_out_; }
     static std::string answer(const std::string& text) { return {text.rbegin(), text.rend()}; }
+    // The fraction of answers[i] equal to answer(texts[i]).
+    static double exact_match(const std::vector<std::string>& texts, const std::vector<std::string>& answers);
 
     // Teacher-forcing rows for one pair at row offset b * len: source = text +
     // </s> then <pad> (mask 1 on real tokens), decoder input = <s> + answer,

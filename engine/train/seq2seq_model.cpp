@@ -77,8 +77,15 @@ void Seq2SeqModel::initialize(Rng& rng) {
     }
 }
 
+void Seq2SeqGraph::set_dropout_seed(uint64_t seed) {
+    if (dropout_seed == kNoNode) return;
+    int32_t* s = graph.node(dropout_seed).row<int32_t>(0);
+    s[0] = static_cast<int32_t>(static_cast<uint32_t>(seed));
+    s[1] = static_cast<int32_t>(static_cast<uint32_t>(seed >> 32));
+}
+
 std::unique_ptr<Seq2SeqGraph> build_seq2seq_graph(Seq2SeqModel& model, int64_t batch, int64_t src_len, int64_t tgt_len,
-                                                  bool training) {
+                                                  bool training, float dropout) {
     const Seq2SeqConfig& c = model.config();
     if (batch < 1 || src_len < 1 || tgt_len < 1 || src_len > c.context || tgt_len > c.context)
         fail("transformer", "batch {} of {} source and {} target tokens does not fit context {}", batch, src_len, tgt_len,
@@ -95,6 +102,10 @@ std::unique_ptr<Seq2SeqGraph> build_seq2seq_graph(Seq2SeqModel& model, int64_t b
     out->source_mask = g.input("source_mask", DType::I8, Shape::of({src_len, batch}));
     out->decoder_input = g.input("decoder_input", DType::I32, Shape::of({batch * tgt_len}));
     out->labels = g.input("labels", DType::I32, Shape::of({batch * tgt_len}));
+    if (!(dropout >= 0.0f && dropout < 1.0f)) fail("transformer", "dropout {} is outside [0, 1)", dropout);
+    const float p = training ? dropout : 0.0f;
+    if (p > 0.0f) out->dropout_seed = g.input("dropout_seed", DType::I32, Shape::of({2}));
+    const auto drop = [&](NodeId x) { return p > 0.0f ? ops::dropout(g, x, out->dropout_seed, p) : x; };
 
     // Sinusoidal positions of every row, a constant input.
     const auto positions = [&](const char* name, int64_t len) {
@@ -112,8 +123,8 @@ std::unique_ptr<Seq2SeqGraph> build_seq2seq_graph(Seq2SeqModel& model, int64_t b
     };
     const NodeId embedding = P("token_embd.weight");
     const auto embed = [&](NodeId ids, const char* pe_name, int64_t len) {
-        return ops::add(g, ops::scale(g, ops::get_rows(g, embedding, ids), std::sqrt(static_cast<float>(d))),
-                        positions(pe_name, len));
+        return drop(ops::add(g, ops::scale(g, ops::get_rows(g, embedding, ids), std::sqrt(static_cast<float>(d))),
+                             positions(pe_name, len)));
     };
     const auto linear = [&](NodeId x, const std::string& name) {
         return ops::add(g, ops::matmul(g, P(name + ".weight"), x), P(name + ".bias"));
@@ -125,16 +136,17 @@ std::unique_ptr<Seq2SeqGraph> build_seq2seq_graph(Seq2SeqModel& model, int64_t b
         const NodeId q = linear(queries, prefix + "q");
         const NodeId k = linear(memory, prefix + "k");
         const NodeId v = linear(memory, prefix + "v");
-        return linear(ops::batch_attention(g, q, k, v, mask, heads, head_dim, batch, causal), prefix + "o");
+        return linear(ops::batch_attention(g, q, k, v, mask, heads, head_dim, batch, causal, p, out->dropout_seed),
+                      prefix + "o");
     };
     const auto feed_forward = [&](NodeId x, const char* stack, int64_t n) {
         const NodeId up = linear(x, layer(stack, n, "ffn_up"));
-        return linear(c.gelu ? ops::gelu_erf(g, up) : ops::relu(g, up), layer(stack, n, "ffn_down"));
+        return linear(drop(c.gelu ? ops::gelu_erf(g, up) : ops::relu(g, up)), layer(stack, n, "ffn_down"));
     };
     // Pre-LN: x + f(LN(x)); post-LN: LN(x + f(x)).
     const auto sublayer = [&](NodeId x, const std::string& norm_name, auto f) {
-        if (c.norm_first) return ops::add(g, x, f(norm(x, norm_name)));
-        return norm(ops::add(g, x, f(x)), norm_name);
+        if (c.norm_first) return ops::add(g, x, drop(f(norm(x, norm_name))));
+        return norm(ops::add(g, x, drop(f(x))), norm_name);
     };
 
     NodeId x = embed(out->source, "source_positions", src_len);

@@ -46,7 +46,7 @@ private:
 struct Seq2SeqGraph {
     Graph graph;
     int64_t batch = 0, src_len = 0, tgt_len = 0;
-    NodeId source = kNoNode, source_mask = kNoNode, decoder_input = kNoNode, labels = kNoNode;
+    NodeId source = kNoNode, source_mask = kNoNode, decoder_input = kNoNode, labels = kNoNode, dropout_seed = kNoNode;
     NodeId logits = kNoNode, loss = kNoNode;
     std::vector<NodeId> params, grads;
 
@@ -55,10 +55,15 @@ struct Seq2SeqGraph {
     int32_t* decoder_input_data() { return graph.node(decoder_input).row<int32_t>(0); }
     int32_t* label_data() { return graph.node(labels).row<int32_t>(0); }
     float loss_value() const { return *graph.node(loss).row(0); }
+    // Writes the dropout seed input (ignored when the graph has no dropout).
+    void set_dropout_seed(uint64_t seed);
 };
 
-// Labels of -1 are ignored (padding). training: with the backward pass.
+// Labels of -1 are ignored (padding). training: with the backward pass, and
+// with dropout p > 0 where torch.nn.Transformer has it (attention
+// probabilities, each sublayer's output, the feed-forward's hidden layer)
+// and on the embeddings (as the positional encoding of its tutorials).
 std::unique_ptr<Seq2SeqGraph> build_seq2seq_graph(Seq2SeqModel& model, int64_t batch, int64_t src_len, int64_t tgt_len,
-                                                  bool training);
+                                                  bool training, float dropout = 0.0f);
 
 }  // namespace kiln::train

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include "engine/core/error.h"
+#include "engine/train/seq2seq_inference.h"
+
 namespace kiln::train {
 
 Seq2SeqTrainer::Seq2SeqTrainer(const Seq2SeqTrainOptions& options, const ReverseTask& task, ThreadPool& pool)
@@ -12,58 +15,83 @@ Seq2SeqTrainer::Seq2SeqTrainer(const Seq2SeqTrainOptions& options, const Reverse
     Rng init(options_.seed ^ 0x5eed0f1e1d5ULL);
     model_->initialize(init);
     const int64_t len = task.sequence_length();
-    train_graph_ = build_seq2seq_graph(*model_, options_.batch, len, len, true);
+    train_graph_ = build_seq2seq_graph(*model_, options_.batch, len, len, true, options_.dropout);
     eval_graph_ = build_seq2seq_graph(*model_, options_.batch, len, len, false);
     train_exec_ = std::make_unique<Executor>(train_graph_->graph);
     eval_exec_ = std::make_unique<Executor>(eval_graph_->graph);
     optimizer_ = std::make_unique<Optimizer>(*model_, options_.optimizer, pool_);
 }
 
+void Seq2SeqTrainer::restore(const LoadedSeq2Seq& checkpoint) {
+    if (!checkpoint.training) fail("train", "the checkpoint holds no training state");
+    const Seq2SeqConfig &a = checkpoint.config, &b = model_->config();
+    if (a.vocab != b.vocab || a.context != b.context || a.width != b.width || a.ffn != b.ffn ||
+        a.encoder_layers != b.encoder_layers || a.decoder_layers != b.decoder_layers || a.heads != b.heads ||
+        a.norm_first != b.norm_first || a.gelu != b.gelu || checkpoint.data.size() != model_->data().size())
+        fail("train", "the checkpoint's model (width {}, {}+{} layers, {} heads, context {}) is not this one (width {}, "
+             "{}+{} layers, {} heads, context {})", a.width, a.encoder_layers, a.decoder_layers, a.heads, a.context,
+             b.width, b.encoder_layers, b.decoder_layers, b.heads, b.context);
+    model_->data() = checkpoint.data;  // same size: the graphs' pointers stay valid
+    optimizer_->adam().m() = checkpoint.training->adam_m;
+    optimizer_->adam().v() = checkpoint.training->adam_v;
+    optimizer_->set_steps_done(checkpoint.training->step);
+    rng_.set_state(checkpoint.training->rng_state);
+}
+
+TrainingState Seq2SeqTrainer::training_state() const {
+    return TrainingState{steps_done(), rng_.state(), optimizer_->adam().m(), optimizer_->adam().v()};
+}
+
 StepResult Seq2SeqTrainer::step() {
     Seq2SeqGraph& G = *train_graph_;
     for (int64_t b = 0; b < G.batch; ++b)
         task_.fill(task_.sample(rng_), b, G.source_data(), G.mask_data(), G.decoder_input_data(), G.label_data());
+    // The masks of a step follow from (seed, step), so a resumed run draws the same ones.
+    G.set_dropout_seed(options_.seed * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(steps_done()));
     train_exec_->run(pool_);
     optimizer_->gather(G.graph, G.grads, true);
     return optimizer_->step(G.loss_value(), 1);
 }
 
-// The whole decoder reruns for each new token (the causal mask makes the
-// earlier positions' outputs independent of the later, still padded ones).
-std::vector<std::string> Seq2SeqTrainer::greedy(const std::vector<std::string>& texts) {
+std::vector<std::string> Seq2SeqTrainer::answers(const std::vector<std::string>& texts, int32_t beams, DType type) {
+    InferenceDecoder decoder(seq2seq_model_bytes(*model_, ReverseTask::model_vocabulary(), type), beams);
+    std::vector<std::string> out;
+    out.reserve(texts.size());
+    for (const std::string& text : texts) {
+        std::vector<int32_t> source = ReverseTask::encode(text);
+        source.push_back(ReverseTask::kEos);
+        out.push_back(ReverseTask::decode(decoder.decode(source, beams, pool_)));
+    }
+    return out;
+}
+
+HeldOutMatch Seq2SeqTrainer::held_out_match(int32_t beams, DType type) {
+    const std::vector<std::string>& texts = task_.held_out();
+    return {ReverseTask::exact_match(texts, answers(texts, 1, type)),
+            ReverseTask::exact_match(texts, answers(texts, beams, type))};
+}
+
+// Batches of held-out pairs; the rows past the last pair repeat it with every
+// label ignored, and each batch's mean is weighted by its counted targets.
+double Seq2SeqTrainer::held_out_loss() {
     Seq2SeqGraph& G = *eval_graph_;
-    const int64_t len = G.tgt_len, vocab = options_.model.vocab;
-    std::vector<std::string> answers;
+    const std::vector<std::string>& texts = task_.held_out();
+    const int64_t len = G.tgt_len;
+    double sum = 0.0;
+    int64_t targets = 0;
     for (size_t first = 0; first < texts.size(); first += static_cast<size_t>(G.batch)) {
         const auto count = static_cast<int64_t>(std::min(texts.size() - first, static_cast<size_t>(G.batch)));
         for (int64_t b = 0; b < G.batch; ++b) {
-            const std::string& text = texts[first + static_cast<size_t>(std::min(b, count - 1))];
-            task_.fill(text, b, G.source_data(), G.mask_data(), G.decoder_input_data(), G.label_data());
-            for (int64_t t = 1; t < len; ++t) G.decoder_input_data()[b * len + t] = ReverseTask::kPad;
+            task_.fill(texts[first + static_cast<size_t>(std::min(b, count - 1))], b, G.source_data(), G.mask_data(),
+                       G.decoder_input_data(), G.label_data());
+            if (b >= count) std::fill(G.label_data() + b * len, G.label_data() + (b + 1) * len, -1);
         }
-        std::vector<std::vector<int32_t>> out(static_cast<size_t>(G.batch));
-        std::vector<bool> done(static_cast<size_t>(G.batch), false);
-        for (int64_t t = 0; t < len; ++t) {
-            eval_exec_->run(pool_);
-            for (int64_t b = 0; b < G.batch; ++b) {
-                if (done[static_cast<size_t>(b)]) continue;
-                const float* row = G.graph.node(G.logits).row(b * len + t);
-                const auto best = static_cast<int32_t>(std::max_element(row, row + vocab) - row);
-                out[static_cast<size_t>(b)].push_back(best);
-                if (best == ReverseTask::kEos) done[static_cast<size_t>(b)] = true;
-                else if (t + 1 < len) G.decoder_input_data()[b * len + t + 1] = best;
-            }
-        }
-        for (int64_t b = 0; b < count; ++b) answers.push_back(ReverseTask::decode(out[static_cast<size_t>(b)]));
+        const auto counted = std::count_if(G.label_data(), G.label_data() + G.batch * len, [](int32_t l) { return l >= 0; });
+        eval_exec_->run(pool_);
+        sum += static_cast<double>(G.loss_value()) * static_cast<double>(counted);
+        targets += counted;
     }
-    return answers;
-}
-
-double Seq2SeqTrainer::held_out_accuracy() {
-    const std::vector<std::string> answers = greedy(task_.held_out());
-    int64_t right = 0;
-    for (size_t i = 0; i < answers.size(); ++i) right += answers[i] == ReverseTask::answer(task_.held_out()[i]) ? 1 : 0;
-    return static_cast<double>(right) / static_cast<double>(answers.size());
+    return sum / static_cast<double>(targets);
 }
 
 }  // namespace kiln::train

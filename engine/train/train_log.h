@@ -13,19 +13,26 @@ struct LogRow {
     int64_t step = 0;  // 1-based: the row of optimizer step `step`
     double loss = 0.0, lr = 0.0, grad_norm = 0.0, tokens_per_s = 0.0;
     std::optional<double> eval_train, eval_val;  // when evaluated after this step
+    // Held-out exact match (fractions), greedy and beam search: logs with accuracy columns only.
+    std::optional<double> greedy_match, beam_match;
 };
 
 class TrainLog {
 public:
+    // accuracy: two more columns (greedy_exact_match, beam_exact_match), drawn
+    // against a percentage axis on the right of the SVG.
+    explicit TrainLog(bool accuracy = false) : accuracy_(accuracy) {}
     std::vector<LogRow>& rows() noexcept { return rows_; }
     void write_csv(const std::filesystem::path& path) const;
     void write_svg(const std::filesystem::path& path) const;
     // Rows of an earlier CSV up to and including `last_step` (for --resume);
-    // a missing file gives no rows, a malformed one kiln::Error.
-    static TrainLog read_csv(const std::filesystem::path& path, int64_t last_step);
+    // a missing file gives no rows, a malformed one (or one with other
+    // columns) kiln::Error.
+    static TrainLog read_csv(const std::filesystem::path& path, int64_t last_step, bool accuracy = false);
 
 private:
     std::vector<LogRow> rows_;
+    bool accuracy_;
 };
 
 }  // namespace kiln::train
