@@ -1,6 +1,6 @@
 #pragma once
 // A character-level corpus: the vocabulary is every distinct character of the
-// text (UTF-8), sorted by code point, as the "char" tokenizer of CONTRACTS §3
+// text (UTF-8), sorted by code point, as the "char" tokenizer of docs/architectures.md, char vocabulary
 // stores it; the encoded text is split 90/10 into training and validation
 // parts, and batches are random windows drawn with a seeded generator.
 #include <cstdint>

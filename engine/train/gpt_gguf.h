@@ -1,5 +1,5 @@
 #pragma once
-// GGUF files of a trained GPT: the plain model (gpt2 layout of CONTRACTS §1,
+// GGUF files of a trained GPT: the plain model (gpt2 layout of docs/architectures.md, gpt2,
 // with the character vocabulary as tokenizer.ggml.model = "char") that kiln
 // runs, and training checkpoints: the same file plus the training state of
 // param_gguf.h. Both are written atomically.

@@ -1,5 +1,5 @@
 #pragma once
-// A trainable GPT in the gpt2 layout of CONTRACTS §1 (pre-LN blocks, learned
+// A trainable GPT in the gpt2 layout of docs/architectures.md, gpt2 (pre-LN blocks, learned
 // positions, GELU tanh, optional biases, tied head): every parameter lives in
 // one flat F32 buffer under its GGUF name and ggml shape, so the optimizer
 // walks one array and export copies tensors out as they are.

@@ -1,6 +1,6 @@
 #pragma once
 // The trained encoder-decoder as a GGUF of architecture "transformer"
-// (CONTRACTS §2) with its character vocabulary (control tokens <pad>, <s>,
+// (docs/architectures.md, transformer) with its character vocabulary (control tokens <pad>, <s>,
 // </s>): the model kiln runs (matrices in `type`, 1-D tensors F32), and the
 // training checkpoint, the same file in F32 plus the training state of
 // param_gguf.h. Files are written atomically.

@@ -1,5 +1,5 @@
 #pragma once
-// A trainable encoder-decoder Transformer in the layout of CONTRACTS §2
+// A trainable encoder-decoder Transformer in the layout of docs/architectures.md, transformer
 // (architecture "transformer"): one shared vocabulary and embedding (also the
 // tied output projection), embeddings times sqrt(d) plus sinusoidal
 // positions, pre-LN (or post-LN) blocks with q/k/v/o projections, cross

@@ -1,5 +1,5 @@
 #pragma once
-// Character-level vocabularies (CONTRACTS.md §3, tokenizer.ggml.model "char"),
+// Character-level vocabularies (docs/architectures.md, char vocabulary, tokenizer.ggml.model "char"),
 // from the two places tutorial-sized models keep them:
 //  * nanoGPT's meta.pkl (data/shakespeare_char/prepare.py):
 //    pickle.dump({"vocab_size": N, "itos": {id: ch}, "stoi": {ch: id}}), read

@@ -1,6 +1,6 @@
 #pragma once
 // The GPT-2 family (nanoGPT's model.py, Hugging Face's GPT2LMHeadModel) in
-// llama.cpp's `gpt2` GGUF layout (CONTRACTS.md §1). The two readers
+// llama.cpp's `gpt2` GGUF layout (docs/architectures.md, gpt2). The two readers
 // (nanogpt_state_dict.h, hf_gpt2.h) find the tensors and hyper-parameters;
 // this file checks every shape and builds the Checkpoint.
 //
@@ -23,7 +23,7 @@
 // output.weight is always written: lm_head.weight when it differs from wte,
 // else wte's bytes again (tied: absent, sharing wte's storage, or the same
 // bytes), because llama.cpp's gpt2 loader requires the tensor (its converter
-// duplicates it the same way); CONTRACTS.md §1 lets readers treat it either
+// duplicates it the same way); docs/architectures.md, gpt2 lets readers treat it either
 // way. Left out: the attention-mask buffers h.N.attn.bias (nanoGPT on torch < 2.0, HF) and
 // h.N.attn.masked_bias (HF). Every bias is optional (nanoGPT's bias=False;
 // absent = zero, a kiln extension of the layout). Any other name is an error.

@@ -1,7 +1,7 @@
 #pragma once
 // An encoder-decoder model built on torch.nn.Transformer (a torch.save
 // checkpoint) as a kiln::Checkpoint in the `transformer` GGUF layout
-// (CONTRACTS.md §2). The model is expected to look like this:
+// (docs/architectures.md, transformer). The model is expected to look like this:
 //
 //   class Seq2Seq(nn.Module):
 //       src_embed = nn.Embedding(V, d)      # or src_tok_emb.embedding (PyTorch's translation tutorial)

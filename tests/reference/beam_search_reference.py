@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reference beam search and greedy decoding (library), exactly as CONTRACTS.md §5 states them.
+"""Reference beam search and greedy decoding (library), exactly as docs/architectures.md, beam search states them.
 
 Model-agnostic: `step(hypotheses)` receives the live hypotheses (each a list of
 generated token ids, in order) and returns one float32 numpy row of logits per

@@ -46,7 +46,7 @@ Reference GGUFs (written by gguf_io.write_gguf), one per model: <model>_referenc
             every prompt position), pI.greedy (i32: generated tokens only, greedy_steps of
             them or up to and including EOS), pI.beam.kK.aA.hJ (i32: hypothesis J's generated
             tokens, J = 0 is the best; as many as the .normalized array has entries).
-Beam search and greedy follow CONTRACTS.md §5 (beam_search_reference.py).
+Beam search and greedy follow docs/architectures.md, beam search (beam_search_reference.py).
 
 expected_tensors.gguf: what kiln-convert must write for nanogpt_bias.pt (tied: output.weight
 holds wte's values, written because llama.cpp's gpt2 loader requires it) and gpt2_hf_untied/ (Conv1D transposed back; output.weight), computed from the torch modules

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Whole-model gradient fixtures for kiln-train's encoder-decoder (CONTRACTS §2):
+"""Whole-model gradient fixtures for kiln-train's encoder-decoder (docs/architectures.md, transformer):
 torch.nn.Transformer (float64, dropout 0, batch_first) with a shared, tied
 embedding scaled by sqrt(d) plus sinusoidal positions, source key padding
 (also masking the cross-attention memory), a causal decoder, and

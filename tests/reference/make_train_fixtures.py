@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Whole-model training fixtures for kiln-train: a tiny GPT in the gpt2 layout
-(CONTRACTS §1: pre-LN, learned positions, GELU tanh, biases, tied head),
+(docs/architectures.md, gpt2: pre-LN, learned positions, GELU tanh, biases, tied head),
 written independently of kiln in PyTorch (float64), with
 
   - the loss and every parameter's gradient for one batch (targets of -1 are

@@ -163,7 +163,7 @@ def reference(model, source_name):
 
 
 def expected_tensors(stem, model, shared):
-    """What kiln-convert must write (CONTRACTS.md §2 names), from the torch modules:
+    """What kiln-convert must write (docs/architectures.md, transformer names), from the torch modules:
     in_proj_weight's row blocks are Q, K, V; numpy shape (out, in) = ggml [in, out]."""
     def a(t):
         return t.detach().numpy().astype(np.float32)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """An encoder-decoder Transformer built on torch.nn.Transformer (library; torch 1.13, float32).
 
-The shape of the common tutorials (and of CONTRACTS.md §2), with these module names, so
+The shape of the common tutorials (and of docs/architectures.md, transformer), with these module names, so
 `state_dict()` has exactly the keys kiln-convert reads:
 
     src_embed.weight (V, d)          tgt_embed.weight (V, d)       (nn.Embedding)
