@@ -16,13 +16,4 @@ void fp32_to_fp16_row(const float* x, uint16_t* out, int64_t n) noexcept {
     for (; i < n; ++i) out[i] = fp32_to_fp16(x[i]);
 }
 
-void fp16_to_fp32_row(const uint16_t* x, float* out, int64_t n) noexcept {
-    int64_t i = 0;
-#if defined(__F16C__)
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i))));
-#endif
-    for (; i < n; ++i) out[i] = fp16_to_fp32(x[i]);
-}
-
 }  // namespace kiln::kernels

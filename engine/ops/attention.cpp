@@ -51,8 +51,8 @@ void run_store_kv(const Graph& g, const Node& n, const ExecContext& ctx) {
 }
 
 // For the reference path: one key/value head of a cache as float rows, an F32
-// cache's own rows, or an F16 cache's rows widened into the thread's scratch
-// as they are first needed.
+// cache's own rows, or an F16 cache's rows widened (by the scalar conversion)
+// into the thread's scratch as they are first needed.
 class HeadRows {
 public:
     HeadRows(const Node& cache, int64_t head_dim, float* scratch) noexcept
@@ -62,9 +62,10 @@ public:
     const float* rows(int64_t head, int64_t n) noexcept {
         if (cache_.type == DType::F32) return cache_.row(0) + head * head_dim_;
         if (head != head_) head_ = head, widened_ = 0;
-        for (; widened_ < n; ++widened_)
-            kernels::fp16_to_fp32_row(cache_.row<uint16_t>(widened_) + head * head_dim_,
-                                      scratch_ + widened_ * head_dim_, head_dim_);
+        for (; widened_ < n; ++widened_) {
+            const uint16_t* half = cache_.row<uint16_t>(widened_) + head * head_dim_;
+            for (int64_t d = 0; d < head_dim_; ++d) scratch_[widened_ * head_dim_ + d] = fp16_to_fp32(half[d]);
+        }
         return scratch_;
     }
     size_t stride() const noexcept {
