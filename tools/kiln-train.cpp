@@ -194,6 +194,14 @@ std::string duration(double seconds) {
 // The encoder-decoder on the generated reversal task: the same loop as the
 // GPT's (progress line, CSV, SVG, checkpoints, --resume), evaluated by the
 // held-out loss and the held-out exact match of greedy and beam decoding.
+// A failed step (NaN/inf loss, ...) as one line that also names the last good
+// checkpoint; e.what() already starts with "[component] ", which is dropped.
+Error with_last_checkpoint(const Error& e, const std::string& checkpoint, int64_t step) {
+    return Error(e.component(), fmt::format("{}. The last good checkpoint is {} (step {}).",
+                                            std::string_view(e.what()).substr(e.component().size() + 3), checkpoint,
+                                            step));
+}
+
 int run_reverse_task(const Options& o) {
     const ReverseTask task(o.max_length, o.held_out, o.train.seed);
     Seq2SeqTrainOptions s;
@@ -245,9 +253,7 @@ int run_reverse_task(const Options& o) {
             r = trainer.step();
         } catch (const Error& e) {
             if (tty) fmt::print(stderr, "\n");
-            throw Error(e.component(), fmt::format("{}. The last good checkpoint is {} (step {}).",
-                                                   std::string_view(e.what()).substr(e.component().size() + 3),
-                                                   o.checkpoint, last_checkpoint));
+            throw with_last_checkpoint(e, o.checkpoint, last_checkpoint);
         }
         const auto t1 = std::chrono::steady_clock::now();
         const double seconds = std::chrono::duration<double>(t1 - t0).count();
@@ -338,10 +344,7 @@ int run(Options o) {
             r = trainer.step(corpus.train);
         } catch (const Error& e) {
             if (tty) fmt::print(stderr, "\n");
-            // e.what() already starts with "[train]".
-            throw Error(e.component(), fmt::format("{}. The last good checkpoint is {} (step {}).",
-                                                   std::string_view(e.what()).substr(e.component().size() + 3),
-                                                   o.checkpoint, last_checkpoint));
+            throw with_last_checkpoint(e, o.checkpoint, last_checkpoint);
         }
         const auto t1 = std::chrono::steady_clock::now();
         const double seconds = std::chrono::duration<double>(t1 - t0).count();

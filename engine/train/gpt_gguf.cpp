@@ -39,12 +39,7 @@ LoadedGpt read_gpt_checkpoint(const std::filesystem::path& path, bool decay_embe
     if (file.get_string("tokenizer.ggml.model") != "char")
         fail("checkpoint", "{}: the vocabulary is not a char vocabulary", where);
     LoadedGpt out;
-    const GgufValue* tokens = file.find("tokenizer.ggml.tokens");
-    if (tokens == nullptr || tokens->as_array() == nullptr) fail("checkpoint", "{}: no tokenizer.ggml.tokens", where);
-    for (const GgufValue& v : tokens->as_array()->items) {
-        if (v.as_string() == nullptr) fail("checkpoint", "{}: a token is not a string", where);
-        out.vocabulary.push_back(*v.as_string());
-    }
+    out.vocabulary = read_vocabulary(file, where);
     GptConfig& c = out.config;
     c.vocab = static_cast<int64_t>(out.vocabulary.size());
     c.context = file.get_int("gpt2.context_length");

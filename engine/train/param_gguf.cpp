@@ -67,6 +67,17 @@ std::vector<float> read_param_tensors(const GgufFile& file, const ParamModel& mo
     return data;
 }
 
+std::vector<std::string> read_vocabulary(const GgufFile& file, const std::string& where) {
+    const GgufValue* tokens = file.find("tokenizer.ggml.tokens");
+    if (tokens == nullptr || tokens->as_array() == nullptr) fail("checkpoint", "{}: no tokenizer.ggml.tokens", where);
+    std::vector<std::string> vocabulary;
+    for (const GgufValue& v : tokens->as_array()->items) {
+        if (v.as_string() == nullptr) fail("checkpoint", "{}: a token is not a string", where);
+        vocabulary.push_back(*v.as_string());
+    }
+    return vocabulary;
+}
+
 std::optional<TrainingState> read_training_state(const GgufFile& file, const ParamModel& model, const std::string& where) {
     if (file.find(kStepKey) == nullptr) return std::nullopt;
     TrainingState s;

@@ -38,6 +38,10 @@ void add_training_state(GgufWriter& w, const ParamModel& model, const TrainingSt
 // flat buffer laid out as model.data(). `where` names the file in errors.
 std::vector<float> read_param_tensors(const GgufFile& file, const ParamModel& model, const std::string& where);
 
+// The file's tokenizer.ggml.tokens (the character vocabulary of a trained
+// model); kiln::Error("checkpoint") when missing or not strings.
+std::vector<std::string> read_vocabulary(const GgufFile& file, const std::string& where);
+
 // The training state of a checkpoint; nothing for a plain model file.
 std::optional<TrainingState> read_training_state(const GgufFile& file, const ParamModel& model, const std::string& where);
 

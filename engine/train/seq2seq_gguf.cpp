@@ -62,12 +62,7 @@ LoadedSeq2Seq read_seq2seq_checkpoint(const std::filesystem::path& path) {
     if (file.get_string("general.architecture") != "transformer")
         fail("checkpoint", "{}: architecture {} is not transformer", where, file.get_string("general.architecture"));
     LoadedSeq2Seq out;
-    const GgufValue* tokens = file.find("tokenizer.ggml.tokens");
-    if (tokens == nullptr || tokens->as_array() == nullptr) fail("checkpoint", "{}: no tokenizer.ggml.tokens", where);
-    for (const GgufValue& v : tokens->as_array()->items) {
-        if (v.as_string() == nullptr) fail("checkpoint", "{}: a token is not a string", where);
-        out.vocabulary.push_back(*v.as_string());
-    }
+    out.vocabulary = read_vocabulary(file, where);
     Seq2SeqConfig& c = out.config;
     c.vocab = static_cast<int64_t>(out.vocabulary.size());
     c.context = file.get_int("transformer.context_length");
