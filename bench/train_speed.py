@@ -10,7 +10,10 @@ Shakespeare) in both. A training step is the same work in both: forward,
 backward, global-norm clipping (1.0), AdamW (betas 0.9/0.99, weight decay 0.1
 on matrices). PyTorch runs the same math as tests/reference/make_train_fixtures.py
 (nn.functional ops, float32) with torch.set_num_threads(-t) and
-OPENBLAS_NUM_THREADS/OMP_NUM_THREADS = -t set before torch is imported.
+OPENBLAS_NUM_THREADS/OMP_NUM_THREADS = -t set before torch is imported. Debian's
+torch calls whatever libblas.so.3 the alternatives system points at: install
+libopenblas0-pthread for a fair comparison (the reference BLAS is ~9x slower);
+the BLAS library torch loaded is printed under the table.
 
 kiln's tokens/s comes from kiln-train's CSV log (per-step time, evaluation and
 checkpoints excluded); PyTorch's from timing the same steps. Both skip --warmup
@@ -132,6 +135,10 @@ def main():
     kiln = kiln_speed(a)
     torch_tps, version, config = torch_speed(a)
     blas = [item.strip() for item in config.replace("\n", ",").split(",") if "BLAS_INFO" in item]
+    # BLAS_INFO=generic only says torch calls libblas.so.3; which library that is
+    # (Debian's alternatives: the reference BLAS or OpenBLAS) decides its speed.
+    blas += sorted({os.path.realpath(line.split()[-1]) for line in open("/proc/self/maps")
+                    if "libblas" in line or "libopenblas" in line})
     print("| model | threads | batch x context | kiln-train tokens/s | PyTorch %s tokens/s | kiln / PyTorch |" % version)
     print("|---|---|---|---|---|---|")
     print("| %dL %dH d%d | %d | %d x %d | %.0f | %.0f | %.2fx |" % (
