@@ -61,8 +61,16 @@ bool overlaps(const Range& r, const std::vector<Range>& set) noexcept {
 // takes over the rest. Each thread still packs a batch's tokens only once.
 // Chunks are whole row tiles of the kernels, so the results are the bits a
 // fixed split gives.
-constexpr int64_t kDynamicMaxTokens = 4;  // below this, the decode kernels (row tile 4); else the GEMMs (32)
-constexpr int64_t kChunksPerThread = 4;   // enough to even out, few enough that claiming costs nothing
+//
+// A GEMM's chunk is one panel of 32 rows: its work (tens of microseconds for
+// the 110M model's products) dwarfs the one atomic add that claims it, and the
+// threads then finish within one panel of each other. With four chunks per
+// thread a prompt's 2048-row products ended up to 256 rows apart, which cost
+// 7% of both threads' time in barrier waits at pp128 (KILN_PROFILE). Decode
+// products keep a few large chunks: each chunk is a new set of weight streams
+// for the prefetcher, and their rows take nanoseconds each.
+constexpr int64_t kDynamicMaxTokens = 4;   // below this, the decode kernels (row tile 4); else the GEMMs (32)
+constexpr int64_t kDecodeChunksPerThread = 4;
 
 bool dynamic_matmul(const Graph& g, const Node& n) noexcept {
     return n.op == OpKind::MatMul && g.node(n.src[0]).shape.rank <= 2;
@@ -73,9 +81,11 @@ void multiply_claiming(const Graph& g, const Node& n, const kernels::MatmulKerne
     const Node& w = g.node(n.src[0]);
     const Node& x = g.node(n.src[1]);
     const int64_t m = n.shape.ne[0];
-    const int64_t tile = n.shape.rows() < kDynamicMaxTokens ? 4 : 32;
+    const bool decode = n.shape.rows() < kDynamicMaxTokens;
+    const int64_t tile = decode ? 4 : 32;
     const int64_t tiles = (m + tile - 1) / tile;
-    const kernels::RowClaims claims{&next, std::max<int64_t>(1, tiles / (nth * kChunksPerThread)) * tile, ith};
+    const int64_t chunk_tiles = decode ? std::max<int64_t>(1, tiles / (nth * kDecodeChunksPerThread)) : 1;
+    const kernels::RowClaims claims{&next, chunk_tiles * tile, ith};
     k.matmul(w.type, w.shape.ne[0], w.data, w.row_bytes, 0, m, x.data, x.row_bytes, n.shape.rows(), n.row(0), m,
              &claims);
 }
