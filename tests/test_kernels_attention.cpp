@@ -283,8 +283,9 @@ TEST_CASE("attention fixture: grouped-query causal attention with padding matche
 // attend_block: queries of one key/value head with their own lengths and
 // masks. Each result must be the bits attend() gives that query alone (so a
 // query's output does not depend on how a graph groups it) and within the
-// tolerance above of the double reference. Rows that no query of the block
-// uses hold NaN; rows some query uses are finite.
+// tolerance above of the double reference, with its mask or, where the mask
+// keeps every key, without one. Rows that no query of the block uses hold
+// NaN; rows some query uses are finite.
 TEST_CASE("attention blocks: each query equals attend alone bit for bit, and the reference",
           "[kernels][attention]") {
     Rng rng(7);
@@ -324,9 +325,25 @@ TEST_CASE("attention blocks: each query equals attend alone bit for bit, and the
                 std::vector<float> scratch(k::attend_block_scratch(n_ctx));
                 k::attend_block(block.data(), nq, keys.data(), stride, values.data(), stride, head_dim, scale,
                                 scratch.data());
+                // The same block with no mask where a query's mask keeps every key it
+                // reaches: unmasked tiles take the kernel's branch-free epilogues, which
+                // must give the bits of the masked path.
+                std::vector<std::vector<float>> unmasked_out(queries.size());
+                std::vector<k::AttentionQuery> unmasked = block;
+                for (int i = 0; i < nq; ++i) {
+                    bool keeps_all = true;
+                    for (int64_t j = 0; j < len[i]; ++j) keeps_all = keeps_all && masks[i][j] != 0;
+                    unmasked_out[i].assign(static_cast<size_t>(head_dim), kSentinel);
+                    unmasked[i].out = unmasked_out[i].data();
+                    if (keeps_all) unmasked[i].kv_valid = nullptr;
+                }
+                k::attend_block(unmasked.data(), nq, keys.data(), stride, values.data(), stride, head_dim, scale,
+                                scratch.data());
                 std::vector<float> abs_v(values.size());
                 for (size_t i = 0; i < values.size(); ++i) abs_v[i] = std::fabs(values[i]);
                 for (int i = 0; i < nq; ++i) {
+                    REQUIRE(std::memcmp(unmasked_out[i].data(), block_out[i].data(),
+                                        unmasked_out[i].size() * sizeof(float)) == 0);
                     REQUIRE(block_out[i][static_cast<size_t>(head_dim)] == kSentinel);  // wrote head_dim outputs
                     std::vector<float> alone(static_cast<size_t>(head_dim)), ref(alone.size()), magnitude(alone.size());
                     k::attend(queries[i].data(), keys.data(), stride, values.data(), stride, len[i], head_dim, scale,

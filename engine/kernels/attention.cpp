@@ -121,6 +121,15 @@ void scores(const AttentionQuery* queries, int nq, const float* const* q, const 
     int64_t n_valid[kQueries];
     std::copy(max_out, max_out + kQueries, max);
     std::copy(n_valid_out, n_valid_out + kQueries, n_valid);
+    // Tiles whose keys every query of the block uses (no mask, inside every
+    // kv_len) take a branch-free epilogue; it does the same float operations
+    // on each score as the general one below, so the bits do not depend on
+    // which epilogue a tile took. In a causal prompt that is all tiles but the
+    // last few of each block.
+    int64_t all_use = head_dim == vector_dims ? max_len : 0;
+    for (int i = 0; i < nq; ++i) all_use = queries[i].kv_valid == nullptr ? std::min(all_use, queries[i].kv_len) : 0;
+    const batch scale_v(scale);
+    batch max_v(kNegInf);  // lane i * kTileKeys + t: query i's max over the branch-free tiles
     for (int64_t j0 = 0; j0 < max_len; j0 += kTileKeys) {
         const K* key[kTileKeys];
         for (int64_t t = 0; t < kTileKeys; ++t) {
@@ -139,6 +148,18 @@ void scores(const AttentionQuery* queries, int nq, const float* const* q, const 
         }
         alignas(64) float dots[W];
         xsimd::haddp(acc).store_aligned(dots);
+        if (j0 + kTileKeys <= all_use) {
+            alignas(64) float ordered[W];  // lane i * kTileKeys + t: query i, key j0 + t
+            for (int64_t r = 0; r < W; ++r) ordered[r] = dots[lane_of[static_cast<size_t>(r)]];
+            const batch s = batch::load_aligned(ordered) * scale_v;
+            max_v = xsimd::max(max_v, s);
+            s.store_aligned(ordered);
+            for (int i = 0; i < nq; ++i) {
+                std::copy(ordered + i * kTileKeys, ordered + (i + 1) * kTileKeys, score[i] + j0);
+                n_valid[i] += kTileKeys;
+            }
+            continue;
+        }
         for (int i = 0; i < nq; ++i) {
             for (int64_t t = 0; t < kTileKeys && j0 + t < max_len; ++t) {
                 const int64_t j = j0 + t;
@@ -155,6 +176,10 @@ void scores(const AttentionQuery* queries, int nq, const float* const* q, const 
             }
         }
     }
+    alignas(64) float tile_max[W];
+    max_v.store_aligned(tile_max);
+    for (int i = 0; i < nq; ++i)
+        for (int64_t t = 0; t < kTileKeys; ++t) max[i] = std::max(max[i], tile_max[i * kTileKeys + t]);
     std::copy(max, max + kQueries, max_out);
     std::copy(n_valid, n_valid + kQueries, n_valid_out);
 }
@@ -193,7 +218,25 @@ void accumulate_values(const AttentionQuery* queries, int nq, const float* const
     float tail_acc[kQueries][W] = {};
     for (auto& row : acc)
         for (auto& a : row) a = batch(0.0f);
-    for (int64_t j = j0; j < j1; ++j) {
+    // Keys every query of the block uses skip the per-key user mask (same
+    // operations in the same order, so the same bits).
+    int64_t all_use = j1;
+    for (int i = 0; i < nq; ++i) all_use = queries[i].kv_valid == nullptr ? std::min(all_use, queries[i].kv_len) : j0;
+    int64_t j = j0;
+    for (; j < all_use; ++j) {
+        const V* row = v + static_cast<size_t>(j) * v_stride + d0;
+        prefetch_row(v + static_cast<size_t>(std::min(j + kPrefetchRows, j1 - 1)) * v_stride + d0, Batches * W + tail);
+        batch vv[kBatches];
+        for (int64_t b = 0; b < Batches; ++b) vv[b] = load(row + b * W);
+        for (int i = 0; i < nq; ++i) {
+            const float w = weight[i][j];
+            const batch wv(w);
+            for (int64_t b = 0; b < Batches; ++b) acc[i][b] = xsimd::fma(wv, vv[b], acc[i][b]);
+            for (int64_t d = 0; d < tail; ++d)
+                tail_acc[i][d] = std::fma(w, element(row + Batches * W + d), tail_acc[i][d]);
+        }
+    }
+    for (; j < j1; ++j) {
         unsigned users = 0;
         for (int i = 0; i < nq; ++i) users |= uses(queries[i], j) ? 1u << i : 0u;
         if (users == 0) continue;
