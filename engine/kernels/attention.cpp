@@ -105,6 +105,24 @@ const std::array<int, W>& haddp_lane_of_row() noexcept {
     return lanes;
 }
 
+// haddp's sums moved to lane r = row r (a permutation: the bits are kept).
+batch in_row_order(batch sums) noexcept {
+#if defined(__AVX512F__)  // one lane permute instead of W scalar moves
+    static_assert(W == 16);
+    static const __m512i index = [] {
+        alignas(64) int32_t lanes[16];
+        for (int r = 0; r < 16; ++r) lanes[r] = haddp_lane_of_row()[static_cast<size_t>(r)];
+        return _mm512_load_si512(lanes);
+    }();
+    return batch(_mm512_permutexvar_ps(index, sums));
+#else
+    alignas(64) float in[W], out[W];
+    sums.store_aligned(in);
+    for (int64_t r = 0; r < W; ++r) out[r] = in[haddp_lane_of_row()[static_cast<size_t>(r)]];
+    return batch::load_aligned(out);
+#endif
+}
+
 // Pass 1: score[i][j] = scale * q_i . k_j for the keys query i uses, -inf for
 // the others. Every score goes through the same operations (the same lane of
 // the same reduction, the same scalar tail) whatever the tile it is in, so a
@@ -146,12 +164,10 @@ void scores(const AttentionQuery* queries, int nq, const float* const* q, const 
                 for (int i = 0; i < Q; ++i) acc[i * kTileKeys + t] = xsimd::fma(qv[i], kv, acc[i * kTileKeys + t]);
             }
         }
-        alignas(64) float dots[W];
-        xsimd::haddp(acc).store_aligned(dots);
+        const batch sums = xsimd::haddp(acc);
         if (j0 + kTileKeys <= all_use) {
             alignas(64) float ordered[W];  // lane i * kTileKeys + t: query i, key j0 + t
-            for (int64_t r = 0; r < W; ++r) ordered[r] = dots[lane_of[static_cast<size_t>(r)]];
-            const batch s = batch::load_aligned(ordered) * scale_v;
+            const batch s = in_row_order(sums) * scale_v;
             max_v = xsimd::max(max_v, s);
             s.store_aligned(ordered);
             for (int i = 0; i < nq; ++i) {
@@ -160,6 +176,8 @@ void scores(const AttentionQuery* queries, int nq, const float* const* q, const 
             }
             continue;
         }
+        alignas(64) float dots[W];
+        sums.store_aligned(dots);
         for (int i = 0; i < nq; ++i) {
             for (int64_t t = 0; t < kTileKeys && j0 + t < max_len; ++t) {
                 const int64_t j = j0 + t;
