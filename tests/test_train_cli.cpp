@@ -65,6 +65,14 @@ std::string losses_of(const fs::path& csv) {
     return out;
 }
 
+// Run "a" trained without a stop and run "b" stopped and resumed wrote the
+// same model, the same checkpoint and the same losses, bit for bit.
+void check_resumed_run_equals_uninterrupted(const fs::path& dir) {
+    CHECK(slurp(dir / "a.gguf") == slurp(dir / "b.gguf"));
+    CHECK(slurp(dir / "a.ckpt.gguf") == slurp(dir / "b.ckpt.gguf"));
+    CHECK(losses_of(dir / "a.csv") == losses_of(dir / "b.csv"));
+}
+
 }  // namespace
 
 TEST_CASE("kiln-train: 8 steps equal 4 steps, --resume, 4 more", "[train][cli]") {
@@ -87,9 +95,7 @@ TEST_CASE("kiln-train: 8 steps equal 4 steps, --resume, 4 more", "[train][cli]")
     INFO(second.err);
     REQUIRE(second.status == 0);
     CHECK(second.err.find("resuming at step 4") != std::string::npos);
-    CHECK(slurp(dir.path / "a.gguf") == slurp(dir.path / "b.gguf"));
-    CHECK(slurp(dir.path / "a.ckpt.gguf") == slurp(dir.path / "b.ckpt.gguf"));
-    CHECK(losses_of(dir.path / "a.csv") == losses_of(dir.path / "b.csv"));
+    check_resumed_run_equals_uninterrupted(dir.path);
 
     // The final model is a gpt2 GGUF with the char vocabulary, and reads back.
     const GgufFile model = GgufFile::open(dir.path / "a.gguf");
@@ -218,9 +224,7 @@ TEST_CASE("kiln-train --task reverse: 8 steps equal 4 steps, --resume, 4 more", 
     INFO(second.err);
     REQUIRE(second.status == 0);
     CHECK(second.err.find("resuming at step 4") != std::string::npos);
-    CHECK(slurp(dir.path / "a.gguf") == slurp(dir.path / "b.gguf"));
-    CHECK(slurp(dir.path / "a.ckpt.gguf") == slurp(dir.path / "b.ckpt.gguf"));
-    CHECK(losses_of(dir.path / "a.csv") == losses_of(dir.path / "b.csv"));
+    check_resumed_run_equals_uninterrupted(dir.path);
     // Both evaluations (steps 4 and 8) are in the log, with their exact match.
     std::istringstream rows(slurp(dir.path / "a.csv"));
     std::string row;
