@@ -73,6 +73,14 @@ bool valid(const uint8_t* kv_valid, int64_t j) noexcept { return kv_valid == nul
 
 bool uses(const AttentionQuery& q, int64_t j) noexcept { return j < q.kv_len && valid(q.kv_valid, j); }
 
+// Keys [0, n) are used by every query of the block: the smallest kv_len, or 0
+// when some query has a mask (its keys are then checked one by one).
+int64_t keys_all_use(const AttentionQuery* queries, int nq) noexcept {
+    int64_t n = std::numeric_limits<int64_t>::max();
+    for (int i = 0; i < nq; ++i) n = queries[i].kv_valid == nullptr ? std::min(n, queries[i].kv_len) : 0;
+    return n;
+}
+
 // Scores are computed in tiles of Q queries x W / Q keys, one accumulator per
 // pair, reduced together by one haddp: W lanes. Q is 1, 2 or 4 after the
 // block's size, so a lone query (a decode step without grouped heads) fills
@@ -144,8 +152,7 @@ void scores(const AttentionQuery* queries, int nq, const float* const* q, const 
     // on each score as the general one below, so the bits do not depend on
     // which epilogue a tile took. In a causal prompt that is all tiles but the
     // last few of each block.
-    int64_t all_use = head_dim == vector_dims ? max_len : 0;
-    for (int i = 0; i < nq; ++i) all_use = queries[i].kv_valid == nullptr ? std::min(all_use, queries[i].kv_len) : 0;
+    const int64_t all_use = head_dim == vector_dims ? keys_all_use(queries, nq) : 0;
     const batch scale_v(scale);
     batch max_v(kNegInf);  // lane i * kTileKeys + t: query i's max over the branch-free tiles
     for (int64_t j0 = 0; j0 < max_len; j0 += kTileKeys) {
@@ -240,8 +247,7 @@ void accumulate_values(const AttentionQuery* queries, int nq, const float* const
     // operations in the same order, so the same bits). The loop body is
     // written out twice on purpose: one shared body that tests each query's
     // user bit made this pass about 40% slower at pp512 (perf).
-    int64_t all_use = j1;
-    for (int i = 0; i < nq; ++i) all_use = queries[i].kv_valid == nullptr ? std::min(all_use, queries[i].kv_len) : j0;
+    const int64_t all_use = std::min(j1, keys_all_use(queries, nq));
     int64_t j = j0;
     for (; j < all_use; ++j) {
         const V* row = v + static_cast<size_t>(j) * v_stride + d0;
