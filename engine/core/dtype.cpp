@@ -5,6 +5,7 @@
 #include <cctype>
 #include <limits>
 
+#include "engine/quant/blocks.h"
 #include "engine/quant/reference.h"
 
 namespace kiln {
@@ -13,30 +14,30 @@ namespace {
 using namespace kiln::quant;
 
 // Layouts of every ggml type, so that any valid GGUF file can be measured and
-// inspected. Only the types with conversions can be computed with.
+// inspected; the sizes of the types kiln has block structs for come from them. Only the types with conversions can be computed with.
 constexpr std::array kTypes = {
     TypeTraits{DType::F32, "f32", 1, 4, false, f32_to_float, f32_from_float},
     TypeTraits{DType::F16, "f16", 1, 2, false, f16_to_float, f16_from_float_ref},
-    TypeTraits{DType::Q4_0, "q4_0", 32, 18, true, q4_0_to_float, q4_0_from_float_ref},
-    TypeTraits{DType::Q4_1, "q4_1", 32, 20, true, nullptr, nullptr},
-    TypeTraits{DType::Q5_0, "q5_0", 32, 22, true, nullptr, nullptr},
-    TypeTraits{DType::Q5_1, "q5_1", 32, 24, true, nullptr, nullptr},
-    TypeTraits{DType::Q8_0, "q8_0", 32, 34, true, q8_0_to_float, q8_0_from_float_ref},
-    TypeTraits{DType::Q8_1, "q8_1", 32, 36, true, nullptr, nullptr},
-    TypeTraits{DType::Q2_K, "q2_K", 256, 84, true, nullptr, nullptr},
-    TypeTraits{DType::Q3_K, "q3_K", 256, 110, true, nullptr, nullptr},
-    TypeTraits{DType::Q4_K, "q4_K", 256, 144, true, nullptr, nullptr},
-    TypeTraits{DType::Q5_K, "q5_K", 256, 176, true, nullptr, nullptr},
-    TypeTraits{DType::Q6_K, "q6_K", 256, 210, true, nullptr, nullptr},
-    TypeTraits{DType::Q8_K, "q8_K", 256, 292, true, nullptr, nullptr},
+    TypeTraits{DType::Q4_0, "q4_0", 32, sizeof(BlockQ4_0), true, q4_0_to_float, q4_0_from_float_ref},
+    TypeTraits{DType::Q4_1, "q4_1", 32, sizeof(BlockQ4_1), true, nullptr, nullptr},
+    TypeTraits{DType::Q5_0, "q5_0", 32, sizeof(BlockQ5_0), true, nullptr, nullptr},
+    TypeTraits{DType::Q5_1, "q5_1", 32, sizeof(BlockQ5_1), true, nullptr, nullptr},
+    TypeTraits{DType::Q8_0, "q8_0", 32, sizeof(BlockQ8_0), true, q8_0_to_float, q8_0_from_float_ref},
+    TypeTraits{DType::Q8_1, "q8_1", 32, sizeof(BlockQ8_1), true, nullptr, nullptr},
+    TypeTraits{DType::Q2_K, "q2_K", kQK_K, sizeof(BlockQ2_K), true, nullptr, nullptr},
+    TypeTraits{DType::Q3_K, "q3_K", kQK_K, sizeof(BlockQ3_K), true, nullptr, nullptr},
+    TypeTraits{DType::Q4_K, "q4_K", kQK_K, sizeof(BlockQ4_K), true, nullptr, nullptr},
+    TypeTraits{DType::Q5_K, "q5_K", kQK_K, sizeof(BlockQ5_K), true, nullptr, nullptr},
+    TypeTraits{DType::Q6_K, "q6_K", kQK_K, sizeof(BlockQ6_K), true, nullptr, nullptr},
+    TypeTraits{DType::Q8_K, "q8_K", kQK_K, sizeof(BlockQ8_K), true, q8_k_to_float, q8_k_from_float_ref},
     TypeTraits{DType::IQ2_XXS, "iq2_xxs", 256, 66, true, nullptr, nullptr},
     TypeTraits{DType::IQ2_XS, "iq2_xs", 256, 74, true, nullptr, nullptr},
     TypeTraits{DType::IQ3_XXS, "iq3_xxs", 256, 98, true, nullptr, nullptr},
     TypeTraits{DType::IQ1_S, "iq1_s", 256, 50, true, nullptr, nullptr},
-    TypeTraits{DType::IQ4_NL, "iq4_nl", 32, 18, true, nullptr, nullptr},
+    TypeTraits{DType::IQ4_NL, "iq4_nl", 32, sizeof(BlockIQ4_NL), true, nullptr, nullptr},
     TypeTraits{DType::IQ3_S, "iq3_s", 256, 110, true, nullptr, nullptr},
     TypeTraits{DType::IQ2_S, "iq2_s", 256, 82, true, nullptr, nullptr},
-    TypeTraits{DType::IQ4_XS, "iq4_xs", 256, 136, true, nullptr, nullptr},
+    TypeTraits{DType::IQ4_XS, "iq4_xs", kQK_K, sizeof(BlockIQ4_XS), true, nullptr, nullptr},
     TypeTraits{DType::I8, "i8", 1, 1, false, nullptr, nullptr},
     TypeTraits{DType::I16, "i16", 1, 2, false, nullptr, nullptr},
     TypeTraits{DType::I32, "i32", 1, 4, false, nullptr, nullptr},

@@ -6,6 +6,7 @@
 
 #include "engine/core/half.h"
 #include "engine/quant/blocks.h"
+#include "engine/quant/rounding.h"
 
 // ggml's reference quantizers are C compiled in ISO mode, where `x * id + 8.5f`
 // rounds the product before the addition. In C++ GCC contracts a product and a
@@ -164,6 +165,54 @@ void q4_0_to_float(const void* src, float* dst, int64_t n) {
             y[j] = static_cast<float>((block.qs[j] & 0x0F) - 8) * d;
             y[j + kHalf] = static_cast<float>((block.qs[j] >> 4) - 8) * d;
         }
+    }
+}
+
+// Q8_K: the element of largest magnitude, with its sign, defines the scale
+// 1/d = -127 / max, so it gets code -127 exactly; codes are rounded to nearest
+// even and clamped at 127 (the opposite extreme can reach 128 by rounding).
+// bsums holds the sum of each 16 codes. An all-zero block is all zeros.
+void q8_k_from_float_ref(const float* src, void* dst, int64_t n) {
+    auto* out = static_cast<std::byte*>(dst);
+    const int64_t blocks = n / kQK_K;
+    for (int64_t b = 0; b < blocks; ++b) {
+        const float* x = src + b * kQK_K;
+        float amax = 0.0f;
+        float max = 0.0f;
+        for (int64_t j = 0; j < kQK_K; ++j) {
+            const float a = std::fabs(x[j]);
+            if (a > amax) {
+                amax = a;
+                max = x[j];
+            }
+        }
+        BlockQ8_K block{};
+        if (amax != 0.0f) {
+            const float iscale = -127.0f / max;
+            for (int64_t j = 0; j < kQK_K; ++j) {
+                const float scaled = iscale * x[j];
+                // Non-finite inputs have no code; ggml's cast would be undefined.
+                const int v = std::isfinite(scaled) ? nearest_int(scaled) : 0;
+                block.qs[j] = static_cast<int8_t>(v < 127 ? v : 127);
+            }
+            for (int64_t g = 0; g < kQK_K / 16; ++g) {
+                int sum = 0;
+                for (int64_t j = 0; j < 16; ++j) sum += block.qs[g * 16 + j];
+                block.bsums[g] = static_cast<int16_t>(sum);
+            }
+            block.d = 1.0f / iscale;
+        }
+        std::memcpy(out + b * static_cast<int64_t>(sizeof(BlockQ8_K)), &block, sizeof(block));
+    }
+}
+
+void q8_k_to_float(const void* src, float* dst, int64_t n) {
+    const auto* in = static_cast<const std::byte*>(src);
+    const int64_t blocks = n / kQK_K;
+    for (int64_t b = 0; b < blocks; ++b) {
+        BlockQ8_K block;
+        std::memcpy(&block, in + b * static_cast<int64_t>(sizeof(BlockQ8_K)), sizeof(block));
+        for (int64_t j = 0; j < kQK_K; ++j) dst[b * kQK_K + j] = block.d * static_cast<float>(block.qs[j]);
     }
 }
 
