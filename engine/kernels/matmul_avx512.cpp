@@ -148,8 +148,11 @@ void quantize_block_q8_0(const float* x, std::byte* out) noexcept {
 
 void avx512_prepare_row(DType weight_type, const float* x, int64_t k, void* out) noexcept {
     assert(matmul_supports(weight_type) && k % type_traits(weight_type).block_size == 0);
-    if (vec_dot_type(weight_type) != DType::Q8_0) {
-        std::memcpy(out, x, static_cast<size_t>(k) * sizeof(float));
+    const DType prepared = vec_dot_type(weight_type);
+    if (prepared != DType::Q8_0) {
+        // Float activations are copied; the other activation types (Q8_K, Q8_1)
+        // use the reference quantizer until this set has a faster one.
+        type_traits(prepared).from_float_ref(x, out, k);
         return;
     }
     auto* dst = static_cast<std::byte*>(out);
@@ -176,7 +179,7 @@ void avx512_matmul(DType type, int64_t k, const void* w, size_t w_stride, int64_
         case DType::Q4_0:
             done = avx512_quant_matmul(type, k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride, claims);
             break;
-        default: return;
+        default: break;  // types this set has no kernel for run the scalar reference
     }
     if (!done)
         scalar_matmul_kernels().matmul(type, k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride, claims);

@@ -91,10 +91,7 @@ DotFn dot_for(DType type) noexcept {
 
 void scalar_prepare_row(DType weight_type, const float* x, int64_t k, void* out) noexcept {
     assert(matmul_supports(weight_type) && k % type_traits(weight_type).block_size == 0);
-    if (vec_dot_type(weight_type) == DType::Q8_0)
-        quant::q8_0_from_float_ref(x, out, k);
-    else
-        std::memcpy(out, x, static_cast<size_t>(k) * sizeof(float));
+    type_traits(vec_dot_type(weight_type)).from_float_ref(x, out, k);
 }
 
 void scalar_matmul(DType weight_type, int64_t k, const void* w, size_t w_stride, int64_t r0, int64_t r1,
