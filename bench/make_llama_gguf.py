@@ -9,6 +9,7 @@ tokenizer.ggml.* keys of /work/shared/models/vocab/ggml-vocab-llama-spm.gguf
 
     /usr/bin/python3 bench/make_llama_gguf.py --type f32 --out /work/bench-models/llama110m-f32.gguf
     /usr/bin/python3 bench/make_llama_gguf.py --type q8_0 --out /work/bench-models/llama110m-q8_0.gguf
+    /usr/bin/python3 bench/make_llama_gguf.py --shape tinyllama-1.1b --type f16 --out /work/bench-models/tinyllama-f16.gguf
     /usr/bin/python3 bench/make_llama_gguf.py --layers 2 --dim 128 --ffn 256 --heads 4 --vocab 512 --out small.gguf
     /usr/bin/python3 bench/make_llama_gguf.py --selftest     # quantizers vs tests/reference/make_quant_fixture.py
 
@@ -319,19 +320,30 @@ def selftest():
               % (name, x.size // 32))
 
 
+# --shape presets: llama2.c's stories110M (the default) and TinyLlama 1.1B
+# (width 2048, 22 layers, 32 heads sharing 4 KV heads, FFN 5632, context 2048),
+# the shape the K-quant benchmarks use: its weights do not fit in any cache.
+SHAPES = {
+    "stories110m": dict(dim=768, layers=12, heads=12, kv_heads=None, ffn=2048, vocab=32000, ctx=1024),
+    "tinyllama-1.1b": dict(dim=2048, layers=22, heads=32, kv_heads=4, ffn=5632, vocab=32000, ctx=2048),
+}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     ap.add_argument("--out", help="output GGUF path")
     ap.add_argument("--type", default="f32", choices=sorted(TYPES), help="type of the 2-D weights (default f32)")
     ap.add_argument("--seed", type=int, default=1234)
-    ap.add_argument("--dim", type=int, default=768)
-    ap.add_argument("--layers", type=int, default=12)
-    ap.add_argument("--heads", type=int, default=12)
-    ap.add_argument("--kv-heads", type=int, default=None, help="default: --heads")
-    ap.add_argument("--ffn", type=int, default=2048)
-    ap.add_argument("--vocab", type=int, default=32000)
-    ap.add_argument("--ctx", type=int, default=1024)
+    ap.add_argument("--shape", choices=sorted(SHAPES), default="stories110m",
+                    help="a preset for the sizes below (each size flag overrides it); default stories110m")
+    ap.add_argument("--dim", type=int, default=None)
+    ap.add_argument("--layers", type=int, default=None)
+    ap.add_argument("--heads", type=int, default=None)
+    ap.add_argument("--kv-heads", type=int, default=None, help="default: the preset's, else --heads")
+    ap.add_argument("--ffn", type=int, default=None)
+    ap.add_argument("--vocab", type=int, default=None)
+    ap.add_argument("--ctx", type=int, default=None)
     ap.add_argument("--rope-dims", type=int, default=None, help="default: head_dim")
     ap.add_argument("--tokenizer-from", default=DEFAULT_VOCAB_GGUF, help="GGUF to copy tokenizer.ggml.* from")
     ap.add_argument("--no-tokenizer", action="store_true")
@@ -339,6 +351,10 @@ def main(argv=None):
                     help="leave out output.weight (logits use token_embd.weight; 110M instead of 134M params)")
     ap.add_argument("--selftest", action="store_true", help="check the quantizers against make_quant_fixture.py")
     args = ap.parse_args(argv)
+    preset = SHAPES[args.shape]
+    for key, value in preset.items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
     if args.selftest:
         selftest()
         if not args.out:
