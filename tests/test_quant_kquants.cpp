@@ -132,3 +132,72 @@ TEST_CASE("kquants: reference quantizers reproduce llama-quantize's bytes", "[kq
         CHECK(differing_rows == 0);
     }
 }
+
+TEST_CASE("kquants: a whole tensor in one call equals row by row", "[kquants]") {
+    // 24 rows of 2 super-blocks as one 48-block call: blocks are independent.
+    const std::vector<float> source = floats_of(fixture().get_tensor("source"));
+    for (const KType& k : kTypes) {
+        INFO(k.name);
+        const kiln::GgufTensor& expected = fixture().get_tensor(std::string("quantized.") + k.name);
+        const std::vector<std::byte> got = quantize(k.type, source.data(), static_cast<int64_t>(source.size()));
+        CHECK(std::memcmp(got.data(), expected.data.data(), got.size()) == 0);
+    }
+}
+
+namespace {
+
+// Quantizes and dequantizes n values; returns the floats.
+std::vector<float> round_trip(kiln::DType type, const std::vector<float>& x) {
+    const std::vector<std::byte> q = quantize(type, x.data(), static_cast<int64_t>(x.size()));
+    return dequantize(type, q.data(), static_cast<int64_t>(x.size()));
+}
+
+}  // namespace
+
+TEST_CASE("kquants: zeros, tiny and ordinary blocks round-trip sensibly", "[kquants]") {
+    for (const KType& k : kTypes) {
+        INFO(k.name);
+        SECTION(std::string("zeros ") + k.name) {
+            const std::vector<float> back = round_trip(k.type, std::vector<float>(3 * kiln::quant::kQK_K, 0.0f));
+            for (float y : back) REQUIRE(y == 0.0f);
+        }
+        SECTION(std::string("tiny ") + k.name) {
+            // Below GROUP_MAX_EPS or under fp16's subnormals: every value comes back 0.
+            std::vector<float> x(kiln::quant::kQK_K);
+            for (size_t i = 0; i < x.size(); ++i) x[i] = (i % 3 == 0 ? -1e-20f : 3e-21f) * static_cast<float>(i % 7);
+            for (float y : round_trip(k.type, x)) REQUIRE(y == 0.0f);
+        }
+        SECTION(std::string("ramp of 3 super-blocks ") + k.name) {
+            // An evenly spread block: each type's error stays under a step of its grid.
+            std::vector<float> x(3 * kiln::quant::kQK_K);
+            for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i)) * 2.0f;
+            const std::vector<float> back = round_trip(k.type, x);
+            const float bound = k.type == kiln::DType::Q2_K ? 1.0f : k.type == kiln::DType::Q3_K ? 0.6f : 0.3f;
+            for (size_t i = 0; i < x.size(); ++i) {
+                INFO("element " << i << " x " << x[i] << " back " << back[i]);
+                REQUIRE(std::fabs(back[i] - x[i]) <= bound);
+            }
+        }
+    }
+}
+
+TEST_CASE("kquants: huge and non-finite inputs give a defined block", "[kquants]") {
+    // Scales past fp16's range and inf/NaN inputs have no meaningful result; the
+    // quantizers must still finish without undefined behaviour (the sanitizer
+    // build checks that) and produce the same bytes every time.
+    const float inf = std::numeric_limits<float>::infinity();
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float> x(4 * kiln::quant::kQK_K);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = std::cos(0.11f * static_cast<float>(i));
+    for (size_t i = 0; i < kiln::quant::kQK_K; ++i) x[i] *= 1e30f;  // block 0: scales overflow fp16
+    x[kiln::quant::kQK_K + 5] = inf;                                 // block 1
+    x[2 * kiln::quant::kQK_K + 17] = nan;                            // block 2
+    x[3 * kiln::quant::kQK_K + 40] = -inf;                           // block 3
+    for (const KType& k : kTypes) {
+        INFO(k.name);
+        const std::vector<std::byte> a = quantize(k.type, x.data(), static_cast<int64_t>(x.size()));
+        const std::vector<std::byte> b = quantize(k.type, x.data(), static_cast<int64_t>(x.size()));
+        CHECK(a == b);
+        (void)dequantize(k.type, a.data(), static_cast<int64_t>(x.size()));
+    }
+}
