@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstring>
@@ -154,7 +155,12 @@ void convert(const ConvertOptions& o, std::FILE* log) {
         for (const CheckpointTensor& t : in.tensors) described.push_back({t.name, t.type, t.dims});
         choices = choose_tensor_types(*o.mix, model_facts(in.metadata), described);
     } else {
-        for (const CheckpointTensor& t : in.tensors) choices.push_back({t.type});
+        // Without a mix every tensor keeps its type, except that 1-D ones are F32.
+        for (const CheckpointTensor& t : in.tensors) {
+            const bool one_dimensional = std::all_of(t.dims.begin() + std::min<size_t>(1, t.dims.size()), t.dims.end(),
+                                                     [](uint64_t d) { return d == 1; });
+            choices.push_back({one_dimensional ? DType::F32 : t.type});
+        }
     }
     for (size_t i = 0; i < in.tensors.size(); ++i) {
         const CheckpointTensor& t = in.tensors[i];

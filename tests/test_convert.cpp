@@ -119,7 +119,7 @@ TEST_CASE("failed conversions leave nothing at the output path", "[convert]") {
                    1, "cannot tell what kind of checkpoint");
     expect_failure(fmt::format("{} -o {}", shell_quote(model()), shell_quote((dir.path() / "no" / "x.gguf").string())), 1,
                    "does not exist");
-    expect_failure(fmt::format("{} -o {} --type q5_k", shell_quote(model()), shell_quote(out.string())), 2,
+    expect_failure(fmt::format("{} -o {} --type q9_k", shell_quote(model()), shell_quote(out.string())), 2,
                    "--type must be one of f32, f16, bf16, q8_0, q4_0,");
     expect_failure(fmt::format("{}", shell_quote(model())), 2, "expected -o OUT.gguf");
 }
