@@ -23,6 +23,7 @@
 #include "formats/gguf/gguf_file.h"
 #include "formats/gguf/gguf_writer.h"
 #include "support/paths.h"
+#include "support/run_tool.h"
 #include "support/sample_gguf.h"
 #include "support/sha256.h"
 
@@ -293,4 +294,44 @@ TEST_CASE("quant mixes: a quantized file re-quantized is dequantize-then-quantiz
     CHECK(any_requantized);
     const LlamaModel model(result);  // loads as a model
     CHECK(model.config().n_layers == f["inputs"][source_name]["facts"]["block_count"].get<int64_t>());
+}
+
+TEST_CASE("quant mixes: kiln-convert inspect prints llama.cpp's file type name", "[quant_mix]") {
+    test::TempDir dir;
+    const std::string stories = test::shell_quote((test::shared_models_dir() / "stories260K.gguf").string());
+    const auto plain = test::run_tool("kiln-convert", "inspect " + stories);
+    REQUIRE(plain.status == 0);
+    CHECK(plain.out.find("\nfile type: all F32 (guessed)\n") != std::string::npos);  // no general.file_type
+    const std::string q8 = test::shell_quote((dir.path() / "q8.gguf").string());
+    REQUIRE(test::run_tool("kiln-convert", stories + " -o " + q8 + " --type Q8_0").status == 0);
+    const auto run = test::run_tool("kiln-convert", "inspect " + q8);
+    REQUIRE(run.status == 0);
+    CHECK(run.out.find("\nfile type: Q8_0\n") != std::string::npos);
+}
+
+TEST_CASE("quant mixes: a type kiln cannot write yet stops kiln-convert with one line", "[quant_mix]") {
+    // Any mix with a type that has no reference quantizer in the traits table will do.
+    const json& f = fixture();
+    const auto tensors = tensors_of(f["inputs"]["stories260K"]);
+    const auto facts = facts_of(f["inputs"]["stories260K"]);
+    for (const auto& [mix_name, per_input] : f["mixes"].items()) {
+        const auto choices = convert::choose_tensor_types(mix_named(mix_name), facts, tensors);
+        size_t missing = choices.size();
+        for (size_t i = 0; i < choices.size() && missing == choices.size(); ++i)
+            if (choices[i].type != tensors[i].type && !type_traits(choices[i].type).from_float_ref) missing = i;
+        if (missing == choices.size()) continue;
+        test::TempDir dir;
+        const auto out = dir.path() / "out.gguf";
+        const auto run = test::run_tool(
+            "kiln-convert", test::shell_quote((test::shared_models_dir() / "stories260K.gguf").string()) + " -o " +
+                                test::shell_quote(out.string()) + " --type " + mix_name);
+        INFO(run.err);
+        CHECK(run.status == 1);
+        CHECK(run.err.find(fmt::format("tensor '{}' needs {} for --type {}", tensors[missing].name,
+                                       dtype_name(choices[missing].type), mix_name)) != std::string::npos);
+        CHECK(run.err.find('\n') == run.err.size() - 1);
+        CHECK_FALSE(std::filesystem::exists(out));
+        return;
+    }
+    WARN("kiln writes every type of every mix: nothing left to refuse");
 }
