@@ -37,6 +37,7 @@
 #include "engine/core/error.h"
 #include "engine/kernels/matmul.h"
 #include "engine/models/llama.h"
+#include "engine/quant/file_type.h"
 #include "engine/runtime/thread_pool.h"
 #include "formats/gguf/gguf_file.h"
 #include "tools/common/cli.h"
@@ -153,28 +154,46 @@ Options parse(int argc, char** argv) {
 
 struct ModelInfo {
     std::string filename;
-    std::string type;        // llama-bench's model_type: "llama 134M Q8_0"
+    std::string type;        // llama-bench's model_type: "llama 1B Q4_K - Medium"
     uint64_t size = 0;       // bytes of all tensors
     uint64_t n_params = 0;
     uint64_t step_bytes = 0;  // weight bytes one decode step reads
 };
 
-// The type most of the model's bytes are stored in (what llama.cpp calls the
-// file type): Q4_0 for a Q4_0 model even though its norms are F32.
-std::string dominant_type(const kiln::GgufFile& file) {
-    std::map<kiln::DType, uint64_t> bytes;
-    for (const kiln::GgufTensor& t : file.tensors()) bytes[t.type] += t.data.size();
-    const auto top = std::max_element(bytes.begin(), bytes.end(),
-                                      [](const auto& a, const auto& b) { return a.second < b.second; });
-    std::string name(kiln::dtype_name(top->first));
-    for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    return name;
+// llama.cpp's size class of a Llama model (llm_type_name of the type its
+// load_hparams picks from the layer count), "?B" for shapes it does not name.
+std::string llama_size_class(const kiln::LlamaConfig& c, uint32_t n_expert) {
+    if (n_expert == 8) return c.n_layers == 32 ? "8x7B" : c.n_layers == 56 ? "8x22B" : "?B";
+    switch (c.n_layers) {
+        case 16:
+        case 22: return "1B";
+        case 26:
+        case 28: return "3B";
+        case 32: return c.n_vocab == 49152 ? "3B" : c.n_vocab < 40000 ? "7B" : "8B";
+        case 36: return "8B";
+        case 40: return "13B";
+        case 48: return "34B";
+        case 60: return "30B";
+        case 80: return c.n_heads == c.n_kv_heads ? "65B" : "70B";
+        default: return "?B";
+    }
 }
 
-std::string params_label(uint64_t n) {
-    if (n >= 1'000'000'000) return fmt::format("{:.1f}B", static_cast<double>(n) / 1e9);
-    if (n >= 1'000'000) return fmt::format("{}M", (n + 500'000) / 1'000'000);
-    return fmt::format("{}K", (n + 500) / 1000);
+// llama-bench's model_type: "llama 1B Q4_K - Medium" (architecture, size class,
+// file type name; " (guessed)" when the file has no general.file_type).
+std::string llama_model_type(const kiln::LlamaModel& model) {
+    const kiln::GgufFile& file = model.file();
+    std::vector<kiln::DType> types;
+    for (const kiln::GgufTensor& t : file.tensors()) types.push_back(t.type);
+    auto number = [&](std::string_view key) -> std::optional<int64_t> {
+        const kiln::GgufValue* v = file.find(key);
+        return v ? v->as_int() : std::nullopt;
+    };
+    const std::optional<int64_t> file_type = number("general.file_type");
+    const std::optional<int64_t> experts = number("llama.expert_count");
+    return fmt::format("llama {} {}", llama_size_class(model.config(), experts ? static_cast<uint32_t>(*experts) : 0),
+                       kiln::describe_file_type(file_type ? std::optional(static_cast<uint32_t>(*file_type)) : std::nullopt,
+                                                types));
 }
 
 ModelInfo describe(const std::string& path, const kiln::LlamaModel& model) {
@@ -182,7 +201,7 @@ ModelInfo describe(const std::string& path, const kiln::LlamaModel& model) {
     m.filename = path;
     m.size = model.weight_bytes();
     m.n_params = model.parameter_count();
-    m.type = fmt::format("llama {} {}", params_label(m.n_params), dominant_type(model.file()));
+    m.type = llama_model_type(model);
     const kiln::GgufTensor& embd = model.token_embedding();
     const bool tied = &model.output() == &embd;
     const uint64_t embd_row = embd.data.size() / static_cast<uint64_t>(model.config().n_vocab);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstring>
@@ -93,18 +94,6 @@ Checkpoint read_input(const ConvertOptions& o) {
          "LlamaForCausalLM / GPT2LMHeadModel folders)", o.input.string());
 }
 
-// llama.cpp's general.file_type values for the whole-model types kiln writes.
-uint32_t file_type(DType t) {
-    switch (t) {
-        case DType::F32: return 0;
-        case DType::F16: return 1;
-        case DType::Q4_0: return 2;
-        case DType::Q8_0: return 7;
-        case DType::BF16: return 32;
-        default: fail("convert", "kiln-convert does not write {} files", dtype_name(t));
-    }
-}
-
 // Elements converted per step: bounds the float buffer (4 MiB) and paces the progress line.
 constexpr uint64_t kChunkElements = uint64_t{1} << 20;
 
@@ -112,25 +101,38 @@ std::string megabytes(uint64_t bytes) { return fmt::format("{:.2f} MiB", bytes /
 
 }  // namespace
 
-DType output_type(DType source, const std::vector<uint64_t>& dims, std::optional<DType> requested) {
-    const bool matrix = dims.size() == 2 && dims[1] > 1;
-    if (!matrix) return DType::F32;
-    if (!requested) return source;
-    if (dims[0] % static_cast<uint64_t>(type_traits(*requested).block_size) != 0) return DType::F16;
-    return *requested;
+ModelFacts model_facts(const std::vector<GgufEntry>& metadata) {
+    auto find = [&](std::string_view key) -> const GgufValue* {
+        for (const GgufEntry& e : metadata)
+            if (e.key == key) return &e.value;
+        return nullptr;
+    };
+    ModelFacts f;
+    if (const GgufValue* v = find("general.architecture"); v && v->as_string()) f.architecture = *v->as_string();
+    // A count may be one number or one per layer (llama.cpp then reads the first).
+    auto count = [&](const std::string& key, uint32_t fallback) -> uint32_t {
+        const GgufValue* v = find(key);
+        if (v && v->as_array() && !v->as_array()->items.empty()) v = &v->as_array()->items[0];
+        const std::optional<int64_t> n = v ? v->as_int() : std::nullopt;
+        return n && *n >= 0 && *n <= UINT32_MAX ? static_cast<uint32_t>(*n) : fallback;
+    };
+    const std::string& a = f.architecture;
+    f.n_layer = count(a + ".block_count", 0);
+    f.n_head = count(a + ".attention.head_count", 0);
+    f.n_head_kv = count(a + ".attention.head_count_kv", f.n_head);
+    f.n_expert = count(a + ".expert_count", 0);
+    return f;
 }
 
 void convert(const ConvertOptions& o, std::FILE* log) {
     const auto start = std::chrono::steady_clock::now();
-    if (o.type && !type_traits(*o.type).from_float_ref)
-        fail("convert", "--type {} is not one kiln writes (f32, f16, bf16, q8_0, q4_0)", dtype_name(*o.type));
     const std::filesystem::path folder = o.output.has_parent_path() ? o.output.parent_path() : ".";
     if (!std::filesystem::is_directory(folder))
         fail("convert", "cannot write '{}': the folder '{}' does not exist", o.output.string(), folder.string());
 
     const Checkpoint in = read_input(o);
     if (o.to_safetensors) {
-        if (o.type) fail("convert", "--type does not apply to --to safetensors (float tensors keep their type)");
+        if (o.mix) fail("convert", "--type does not apply to --to safetensors (float tensors keep their type)");
         export_hf_llama(in, o.output, log);
         return;
     }
@@ -143,7 +145,32 @@ void convert(const ConvertOptions& o, std::FILE* log) {
         writer.set(e.key, e.value);
     }
     if (o.name) writer.set("general.name", *o.name);
-    if (o.type) writer.set("general.file_type", file_type(*o.type));
+    if (o.mix) writer.set("general.file_type", static_cast<uint32_t>(o.mix->file_type));
+
+    // Every tensor's type first, so that a type kiln cannot write stops the
+    // conversion before any work (and never leaves a wrong file).
+    std::vector<TensorChoice> choices;
+    if (o.mix) {
+        std::vector<MixTensor> described;
+        for (const CheckpointTensor& t : in.tensors) described.push_back({t.name, t.type, t.dims});
+        choices = choose_tensor_types(*o.mix, model_facts(in.metadata), described);
+    } else {
+        // Without a mix every tensor keeps its type, except that 1-D ones are F32.
+        for (const CheckpointTensor& t : in.tensors) {
+            const bool one_dimensional = std::all_of(t.dims.begin() + std::min<size_t>(1, t.dims.size()), t.dims.end(),
+                                                     [](uint64_t d) { return d == 1; });
+            choices.push_back({one_dimensional ? DType::F32 : t.type});
+        }
+    }
+    for (size_t i = 0; i < in.tensors.size(); ++i) {
+        const CheckpointTensor& t = in.tensors[i];
+        if (choices[i].type == t.type) continue;
+        if (type_traits(t.type).to_float == nullptr)
+            fail("convert", "tensor '{}' is {}, which kiln cannot read to convert", t.name, dtype_name(t.type));
+        if (type_traits(choices[i].type).from_float_ref == nullptr)
+            fail("convert", "tensor '{}' needs {} for --type {}, which kiln cannot write yet", t.name,
+                 dtype_name(choices[i].type), o.mix->name);
+    }
 
     std::vector<std::vector<std::byte>> converted;  // outlives writer.write()
     std::map<std::string, int> per_type;
@@ -157,15 +184,12 @@ void convert(const ConvertOptions& o, std::FILE* log) {
         const CheckpointTensor& t = in.tensors[i];
         const std::string label = fmt::format("[{}/{}] {}", i + 1, in.tensors.size(), t.name);
         progress.update(bytes_in, label);
-        const DType target = output_type(t.type, t.dims, o.type);
-        if (o.type && target != *o.type && t.dims.size() == 2 && t.dims[1] > 1)
-            fallbacks.push_back(fmt::format("{} (rows of {})", t.name, t.dims[0]));
+        const DType target = choices[i].type;
+        if (choices[i].llama_refuses) fallbacks.push_back(t.name);
         const uint64_t elements = *checked_element_count(t.dims);
         std::span<const std::byte> data = t.data;
         if (target != t.type) {
             const TypeTraits& from = type_traits(t.type);
-            if (from.to_float == nullptr)
-                fail("convert", "tensor '{}' is {}, which kiln cannot convert", t.name, from.name);
             const TypeTraits& to = type_traits(target);
             converted.emplace_back(*checked_bytes(target, elements));
             // Whole rows at a time (rows are whole blocks of both types), so the
@@ -204,8 +228,8 @@ void convert(const ConvertOptions& o, std::FILE* log) {
                o.input.string(), o.output.string(), architecture, parameters, in.tensors.size(), types,
                megabytes(bytes_in), megabytes(bytes_out), seconds);
     if (!fallbacks.empty())
-        fmt::print(log, "kiln-convert: kept as f16, rows not whole {} blocks: {}\n", dtype_name(*o.type),
-                   fmt::join(fallbacks, ", "));
+        fmt::print(log, "kiln-convert: kept as f16, rows not whole {} blocks: {} (llama-quantize refuses these)\n",
+                   dtype_name(o.mix->base), fmt::join(fallbacks, ", "));
 }
 
 }  // namespace kiln::convert

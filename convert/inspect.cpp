@@ -6,6 +6,7 @@
 #include <string>
 
 #include "engine/core/printable.h"
+#include "engine/quant/file_type.h"
 #include "formats/gguf/gguf_file.h"
 
 namespace kiln::convert {
@@ -90,6 +91,13 @@ void inspect(const std::filesystem::path& path, std::FILE* out) {
 
     const GgufValue* arch = file.find("general.architecture");
     const std::string architecture = arch && arch->as_string() ? *arch->as_string() : "(no general.architecture)";
+    std::vector<DType> types;
+    for (const GgufTensor& t : file.tensors()) types.push_back(t.type);
+    const GgufValue* file_type = file.find("general.file_type");
+    std::optional<uint32_t> file_type_value;
+    if (file_type && file_type->as_int() && *file_type->as_int() >= 0 && *file_type->as_int() <= UINT32_MAX)
+        file_type_value = static_cast<uint32_t>(*file_type->as_int());
+    fmt::print(out, "\nfile type: {}\n", describe_file_type(file_type_value, types));
     fmt::print(out, "\nsummary: architecture {}, {} tensors, {} parameters, file size {} bytes ({})\n", architecture,
                file.tensors().size(), grouped(parameters), grouped(file.file_size()), human_bytes(file.file_size()));
 }

@@ -26,9 +26,16 @@ file's content, not its name):
 
   -o, --output FILE     the GGUF file to write (written atomically: an error or
                         Ctrl-C never leaves a partial file there)
-  --type TYPE           f32, f16, bf16, q8_0 or q4_0 for 2-D weight matrices;
-                        norms, biases and 1-D tensors stay f32; rows that are not
-                        whole blocks stay f16 (listed in the summary).
+  --type MIX            a llama-quantize mix: f32, f16, bf16, q8_0, q4_0, q4_1,
+                        q5_0, q5_1, q2_k, q3_k_s, q3_k_m (q3_k), q3_k_l, q4_k_s,
+                        q4_k_m (q4_k), q5_k_s, q5_k_m (q5_k), q6_k, iq4_nl, iq4_xs.
+                        Each tensor's type follows llama-quantize's rules (no
+                        importance matrix): output.weight, attn_v and some
+                        ffn_down layers get more bits, rows that are not whole
+                        blocks take a smaller-block type; norms and 1-D tensors
+                        stay f32. Where llama-quantize refuses (rows that no
+                        type of the mix fits), kiln writes f16 and says so.
+                        A quantized input is dequantized first.
                         Default: keep each tensor's type.
   --name NAME           general.name of the output
   --to safetensors      write a Hugging Face folder (config.json + model.safetensors)
@@ -67,9 +74,8 @@ int run(int argc, char** argv) {
             have_output = true;
         } else if (arg == "--type") {
             const std::string_view name = args.value(arg);
-            options.type = kiln::parse_dtype(name);
-            if (!options.type || !kiln::type_traits(*options.type).from_float_ref)
-                usage_error("--type must be f32, f16, bf16, q8_0 or q4_0, got '{}'", name);
+            options.mix = kiln::convert::find_quant_mix(name);
+            if (!options.mix) usage_error("--type must be one of {}, got '{}'", kiln::convert::quant_mix_names(), name);
         } else if (arg == "--tokenizer") {
             options.tokenizer = std::filesystem::path(args.value(arg));
         } else if (arg == "--to") {

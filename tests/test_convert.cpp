@@ -40,13 +40,23 @@ double perplexity(const std::filesystem::path& gguf, const std::filesystem::path
 }  // namespace
 
 TEST_CASE("quantization policy: matrices take the type, the rest stays float", "[convert]") {
-    using convert::output_type;
-    CHECK(output_type(DType::F32, {64, 512}, DType::Q8_0) == DType::Q8_0);
-    CHECK(output_type(DType::F32, {64}, DType::Q8_0) == DType::F32);         // norms
-    CHECK(output_type(DType::F16, {64, 1}, DType::Q4_0) == DType::F32);      // a column is 1-D in disguise
-    CHECK(output_type(DType::F32, {172, 64}, DType::Q8_0) == DType::F16);    // 172 is not whole blocks of 32
-    CHECK(output_type(DType::F32, {172, 64}, DType::BF16) == DType::BF16);   // float types have no blocks
-    CHECK(output_type(DType::BF16, {64, 64}, std::nullopt) == DType::BF16);  // no --type: keep
+    using convert::MixTensor;
+    const convert::ModelFacts llama{"llama", 1, 2, 2, 0};
+    const std::vector<MixTensor> tensors = {{"blk.0.attn_q.weight", DType::F32, {64, 512}},
+                                            {"blk.0.attn_norm.weight", DType::F32, {64}},
+                                            {"blk.0.attn_k.weight", DType::F16, {64, 1}},  // 1-D in disguise
+                                            {"blk.0.ffn_down.weight", DType::F32, {172, 64}},
+                                            {"position_embd.weight", DType::BF16, {64, 64}}};  // never quantized
+    const auto q8 = convert::choose_tensor_types(*convert::find_quant_mix("q8_0"), llama, tensors);
+    CHECK(q8[0].type == DType::Q8_0);
+    CHECK(q8[1].type == DType::F32);
+    CHECK(q8[2].type == DType::F32);
+    CHECK(q8[3].type == DType::F16);  // 172 is not whole blocks of 32: llama-quantize refuses, kiln keeps f16
+    CHECK(q8[3].llama_refuses);
+    CHECK(q8[4].type == DType::BF16);
+    const auto bf16 = convert::choose_tensor_types(*convert::find_quant_mix("bf16"), llama, tensors);
+    CHECK(bf16[3].type == DType::BF16);  // float types have no blocks
+    CHECK_FALSE(bf16[3].llama_refuses);
 }
 
 TEST_CASE("GGUF in, GGUF out: a plain copy is byte-identical", "[convert]") {
@@ -109,8 +119,8 @@ TEST_CASE("failed conversions leave nothing at the output path", "[convert]") {
                    1, "cannot tell what kind of checkpoint");
     expect_failure(fmt::format("{} -o {}", shell_quote(model()), shell_quote((dir.path() / "no" / "x.gguf").string())), 1,
                    "does not exist");
-    expect_failure(fmt::format("{} -o {} --type q5_k", shell_quote(model()), shell_quote(out.string())), 2,
-                   "--type must be f32, f16, bf16, q8_0 or q4_0");
+    expect_failure(fmt::format("{} -o {} --type q9_k", shell_quote(model()), shell_quote(out.string())), 2,
+                   "--type must be one of f32, f16, bf16, q8_0, q4_0,");
     expect_failure(fmt::format("{}", shell_quote(model())), 2, "expected -o OUT.gguf");
 }
 
