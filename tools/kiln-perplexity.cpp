@@ -12,6 +12,7 @@
 #include "engine/models/causal_lm.h"
 #include "engine/runtime/thread_pool.h"
 #include "formats/tokenizer/tokenizer.h"
+#include "tools/common/check_tensors.h"
 #include "tools/common/cli.h"
 #include "tools/common/kl_base.h"
 #include "tools/common/kl_stats.h"
@@ -48,6 +49,8 @@ the model's with percentiles, the probability difference of the right token
       --kl-base FILE    without --kl-divergence: save this model's logits to FILE
       --kl-divergence   compare this model with the base logits in --kl-base FILE
   -t, --threads N       threads (default: physical cores)
+      --check-tensors   check every tensor's data first (NaN/inf values or
+                        block scales), as llama.cpp's --check-tensors
   -ctk, --cache-type-k TYPE  KV cache type, f32 or f16 (default f32); keys and values
   -ctv, --cache-type-v TYPE  share one type, so -ctk and -ctv must agree
   -h, --help            show this help
@@ -59,6 +62,7 @@ struct Options {
     std::string kl_base;
     bool kl_divergence = false;
     bool score_all = false;
+    bool check_tensors = false;
     kiln::DType cache_type = kiln::DType::F32;
 };
 
@@ -82,6 +86,8 @@ Options parse(int argc, char** argv) {
             o.chunks = parse_int(flag, args.value(flag), 1);
         } else if (flag == "--kl-base") {
             o.kl_base = args.value(flag);
+        } else if (flag == "--check-tensors") {
+            o.check_tensors = true;
         } else if (flag == "--score-all") {
             o.score_all = true;
         } else if (flag == "--kl-divergence") {
@@ -112,12 +118,13 @@ void log_softmax(std::span<const float> logits, std::vector<double>& out) {
 }
 
 int run(const Options& o) {
+    auto file = std::make_shared<kiln::GgufFile>(kiln::GgufFile::open(o.model));
+    if (o.check_tensors) kiln::cli::check_tensors(*file);
     std::ifstream in(o.text, std::ios::binary);
     if (!in) kiln::fail("io", "cannot open '{}'", o.text);
     std::ostringstream text;
     text << in.rdbuf();
 
-    auto file = std::make_shared<kiln::GgufFile>(kiln::GgufFile::open(o.model));
     const auto model = kiln::load_causal_lm(file);
     const auto tokenizer = kiln::load_tokenizer(*file);
     // llama-perplexity's method tokenizes with BOS (when the vocabulary adds
