@@ -88,7 +88,12 @@ TEST_CASE("kiln-perplexity's default method equals llama-perplexity's PPL and un
     // 97.0668 vs 97.1049 (0.04%); 0.1% holds it.
     const auto q = test::run_tool("kiln-perplexity", "-m " + q8_0 + " -f " + text + ctx);
     REQUIRE(q.status == 0);
-    CHECK(stat(q.out, "PPL =").first == Approx(fx["ppl_q8_0"]).epsilon(1e-3));
+    double q_ppl = 0, q_unc = 0;
+    const size_t q_at = q.err.find("Final estimate: PPL = ");
+    REQUIRE(q_at != std::string::npos);
+    REQUIRE(std::sscanf(q.err.c_str() + q_at, "Final estimate: PPL = %lf +/- %lf", &q_ppl, &q_unc) == 2);
+    CHECK(q_ppl == Approx(fx["ppl_q8_0"]).epsilon(1e-3));
+    CHECK(q_unc == Approx(fx["ppl_q8_0_unc"]).epsilon(0.02));
 
     // KL divergence of Q8_0 against the F32 base.
     const std::string base = test::shell_quote((dir.path() / "base.bin").string());
