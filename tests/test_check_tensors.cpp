@@ -161,11 +161,20 @@ TEST_CASE("a tensor whose rows are not whole blocks of its type is refused at lo
         // Two rows: the whole tensor is a whole number of blocks, each row is not.
         const uint64_t elements = row * 2;
         std::vector<std::byte> data(elements / type_traits(type).block_size * type_traits(type).block_bytes);
+        // kiln's writer refuses such rows too: write [2 * row, 1] and patch
+        // the dimensions in the tensor info to [row, 2].
         GgufWriter w;
         w.set("general.architecture", GgufValue(std::string("llama")));
-        w.add_tensor("blk.0.attn_q.weight", type, {row, 2}, data);
+        const std::string name = "blk.0.attn_q.weight";
+        w.add_tensor(name, type, {elements, 1}, data);
+        auto bytes = w.to_bytes();
+        const std::string_view view(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+        const size_t at = view.find(name);
+        REQUIRE(at != std::string_view::npos);
+        const uint64_t dims[2] = {row, 2};
+        std::memcpy(bytes.data() + at + name.size() + 4, dims, sizeof dims);  // after the u32 n_dims
         const auto path = dir.path() / "rows.gguf";
-        w.write(path);
+        test::write_file(path, bytes);
         const auto run = test::run_tool("kiln-perplexity", "-m " + test::shell_quote(path.string()) + " -f x --check-tensors");
         CHECK(run.status == 1);
         CHECK(run.err.find(fmt::format("tensor 'blk.0.attn_q.weight' has rows of {} elements, not a multiple of the "
