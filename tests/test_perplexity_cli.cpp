@@ -72,6 +72,11 @@ TEST_CASE("kiln-perplexity refuses texts shorter than one window and bad flags",
     CHECK(no_file.err.find("a text file is required") != std::string::npos);
     const auto bad_ctx = test::run_tool("kiln-perplexity", "-m " + model + " -f x -c 1");
     CHECK(bad_ctx.status == 2);
+    // -c 2: the scored second half of each window is empty.
+    const auto half_empty = test::run_tool(
+        "kiln-perplexity", fmt::format("-m {} -f {} -c 2", model, test::shell_quote((dir.path() / "short.txt").string())));
+    CHECK(half_empty.status == 1);
+    CHECK(half_empty.err.find("leaves no position to score") != std::string::npos);
 }
 
 namespace {

@@ -120,6 +120,9 @@ void log_softmax(std::span<const float> logits, std::vector<double>& out) {
 int run(const Options& o) {
     auto file = std::make_shared<kiln::GgufFile>(kiln::GgufFile::open(o.model));
     if (o.check_tensors) kiln::cli::check_tensors(*file);
+    if (!o.score_all && o.ctx / 2 + 1 >= o.ctx)
+        kiln::fail("kiln-perplexity", "-c {} leaves no position to score in the second half of a window; use -c 3 or "
+                   "more, or --score-all", o.ctx);
     std::ifstream in(o.text, std::ios::binary);
     if (!in) kiln::fail("io", "cannot open '{}'", o.text);
     std::ostringstream text;

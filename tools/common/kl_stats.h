@@ -48,6 +48,7 @@ public:
     size_t count() const { return count_; }
 
     void print(std::FILE* out) {
+        if (count_ < 2) return;  // no spread to speak of (kiln-perplexity always scores more)
         std::sort(kld_values_.begin(), kld_values_.end());
         std::sort(p_diff_values_.begin(), p_diff_values_.end());
         const auto log_ppl = mean_and_uncertainty(sum_nll_, sum_nll2_);
