@@ -40,6 +40,7 @@
 #include "engine/quant/file_type.h"
 #include "engine/runtime/thread_pool.h"
 #include "formats/gguf/gguf_file.h"
+#include "tools/common/check_tensors.h"
 #include "tools/common/cli.h"
 
 namespace {
@@ -52,6 +53,8 @@ llama.cpp's llama-bench, with the same flags and output field names.
 options:
   -m, --model FILE[,FILE...]   GGUF model(s); the flag may be repeated
   -t, --threads LIST           thread counts, comma-separated (default: physical cores)
+      --check-tensors          check every tensor's data first (NaN/inf values or
+                               block scales), as llama.cpp's --check-tensors
   -p, --n-prompt LIST          prompt lengths, comma-separated; 0 = no pp test (default 512)
   -n, --n-gen LIST             generated tokens, comma-separated; 0 = no tg test (default 128)
   -r, --repetitions N          timed repetitions of each test (default 5)
@@ -73,6 +76,7 @@ enum class Format { Markdown, Csv, Json, Jsonl };
 struct Options {
     std::vector<std::string> models;
     std::vector<int> threads;
+    bool check_tensors = false;
     std::vector<int64_t> n_prompt{512};
     std::vector<int64_t> n_gen{128};
     int reps = 5;
@@ -115,6 +119,8 @@ Options parse(int argc, char** argv) {
                 if (m.empty()) usage_error("{} got an empty file name", flag);
                 o.models.emplace_back(m);
             }
+        } else if (flag == "--check-tensors") {
+            o.check_tensors = true;
         } else if (flag == "-t" || flag == "--threads") {
             o.threads.clear();
             for (int64_t t : parse_int_list(flag, args.value(flag), 1, 1024)) o.threads.push_back(static_cast<int>(t));
@@ -470,6 +476,7 @@ int run(const Options& o) {
     for (const std::string& path : o.models) {
         Loaded l;
         l.file = std::make_shared<const kiln::GgufFile>(kiln::GgufFile::open(path));
+        if (o.check_tensors) kiln::cli::check_tensors(*l.file);
         l.model = std::make_unique<kiln::LlamaModel>(l.file);
         l.info = describe(path, *l.model);
         models.push_back(std::move(l));

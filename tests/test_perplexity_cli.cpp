@@ -42,13 +42,13 @@ TEST_CASE("kiln-perplexity equals the reference perplexity", "[cli][perplexity]"
     const std::string model = (test::shared_models_dir() / "stories260K.gguf").string();
     for (int threads : {1, 2}) {
         const auto run = test::run_tool(
-            "kiln-perplexity", fmt::format("-m {} -f {} -c {} -t {}", test::shell_quote(model),
+            "kiln-perplexity", fmt::format("-m {} -f {} -c {} -t {} --score-all", test::shell_quote(model),
                                            test::shell_quote((dir.path() / "text.txt").string()), fixture["ctx"], threads));
         INFO(run.err);
         REQUIRE(run.status == 0);
         double ppl = 0;
         long scored = 0;
-        REQUIRE(std::sscanf(run.out.c_str(), "PPL = %lf over %ld scored tokens", &ppl, &scored) == 2);
+        REQUIRE(std::sscanf(run.out.c_str(), "PPL = %lf +/- %*f over %ld scored tokens", &ppl, &scored) == 2);
         CHECK(scored == std::stol(fixture["scored"]));
         CHECK(ppl == Approx(std::stod(fixture["ppl"])).epsilon(1e-5));
     }
@@ -61,12 +61,22 @@ TEST_CASE("kiln-perplexity refuses texts shorter than one window and bad flags",
     const auto short_run = test::run_tool(
         "kiln-perplexity", fmt::format("-m {} -f {} -c 64", model, test::shell_quote((dir.path() / "short.txt").string())));
     CHECK(short_run.status == 1);
-    CHECK(short_run.err.find("fewer than one window of 64") != std::string::npos);
+    CHECK(short_run.err.find("fewer than two windows of 64") != std::string::npos);
+    const auto short_all = test::run_tool(
+        "kiln-perplexity",
+        fmt::format("-m {} -f {} -c 64 --score-all", model, test::shell_quote((dir.path() / "short.txt").string())));
+    CHECK(short_all.status == 1);
+    CHECK(short_all.err.find("fewer than one window of 64") != std::string::npos);
     const auto no_file = test::run_tool("kiln-perplexity", "-m " + model);
     CHECK(no_file.status == 2);
     CHECK(no_file.err.find("a text file is required") != std::string::npos);
     const auto bad_ctx = test::run_tool("kiln-perplexity", "-m " + model + " -f x -c 1");
     CHECK(bad_ctx.status == 2);
+    // -c 2: the scored second half of each window is empty.
+    const auto half_empty = test::run_tool(
+        "kiln-perplexity", fmt::format("-m {} -f {} -c 2", model, test::shell_quote((dir.path() / "short.txt").string())));
+    CHECK(half_empty.status == 1);
+    CHECK(half_empty.err.find("leaves no position to score") != std::string::npos);
 }
 
 namespace {
@@ -86,11 +96,13 @@ std::map<std::string, std::string> read_key_values(const std::filesystem::path& 
     return values;
 }
 
-// The value printed after "<label> = " in kiln-perplexity's output.
+// The value printed after "<label>:" in kiln-perplexity's statistics.
 double printed(const std::string& out, const std::string& label) {
-    const size_t at = out.find(label + " = ");
+    const size_t at = out.find(label);
     REQUIRE(at != std::string::npos);
-    return std::stod(out.substr(at + label.size() + 3));
+    const size_t colon = out.find(':', at + label.size());
+    REQUIRE(colon != std::string::npos);
+    return std::stod(out.substr(colon + 1));
 }
 
 // A text of `bytes` bytes of Tiny Shakespeare and the F32 / Q8_0 stories260K.
@@ -117,7 +129,7 @@ TEST_CASE("kiln-perplexity --kl-base: KL divergence, top-1 agreement and PPL rat
     auto fixture = read_key_values(test::fixtures_dir() / "llama" / "stories260K_kl_q8_0.txt");
     const KlSetup s(static_cast<size_t>(std::stoul(fixture["bytes"])));
     const std::string ctx = " -c " + fixture["ctx"];
-    const auto saved = test::run_tool("kiln-perplexity", "-m " + s.f32 + " -f " + s.text + ctx + " --kl-base " + s.base());
+    const auto saved = test::run_tool("kiln-perplexity", "-m " + s.f32 + " -f " + s.text + ctx + " --score-all --kl-base " + s.base());
     INFO(saved.err);
     REQUIRE(saved.status == 0);
     CHECK(saved.out.find("saved the logits of " + fixture["windows"] + " windows") != std::string::npos);
@@ -125,12 +137,12 @@ TEST_CASE("kiln-perplexity --kl-base: KL divergence, top-1 agreement and PPL rat
     CHECK(std::filesystem::file_size(s.dir.path() / "base.bin") == 32 + windows * n_ctx * 4 + windows * (n_ctx - 1) * 512 * 4);
 
     for (int threads : {1, 2}) {
-        const auto run = test::run_tool("kiln-perplexity", fmt::format("-m {} -f {}{} -t {} --kl-base {} --kl-divergence",
+        const auto run = test::run_tool("kiln-perplexity", fmt::format("-m {} -f {}{} -t {} --score-all --kl-base {} --kl-divergence",
                                                                        s.q8_0, s.text, ctx, threads, s.base()));
         INFO(run.out << run.err);
         REQUIRE(run.status == 0);
         // The base is the F32 model, continuous in its inputs: kiln and PyTorch agree to 1e-5.
-        CHECK(printed(run.out, "base PPL") == Approx(std::stod(fixture["base_ppl"])).epsilon(1e-5));
+        CHECK(printed(run.out, "Mean PPL(base) ") == Approx(std::stod(fixture["base_ppl"])).epsilon(1e-5));
         // The Q8_0 side rounds every activation row to 8 bits, a step function:
         // a 1-ulp difference upstream (another summation order) can move one
         // code by one step, which moves that window's later logits by up to
@@ -140,25 +152,22 @@ TEST_CASE("kiln-perplexity --kl-base: KL divergence, top-1 agreement and PPL rat
         // still far tighter than any error in the formulas would give (a
         // wrong log base, a missing normalization, the other model's
         // probabilities as weights are each off by large factors).
-        CHECK(printed(run.out, "PPL") == Approx(std::stod(fixture["ppl"])).epsilon(1e-3));
-        CHECK(printed(run.out, "PPL ratio") == Approx(std::stod(fixture["ppl_ratio"])).epsilon(1e-3));
-        CHECK(printed(run.out, "mean KL divergence") == Approx(std::stod(fixture["mean_kl"])).epsilon(0.05));
-        CHECK(printed(run.out, "max KL divergence") == Approx(std::stod(fixture["max_kl"])).epsilon(0.2));
-        int same = 0, scored = 0;
-        const size_t at = run.out.find("top-1 agreement = ");
-        REQUIRE(at != std::string::npos);
-        REQUIRE(std::sscanf(run.out.c_str() + at, "top-1 agreement = %*f%% (%d of %d)", &same, &scored) == 2);
-        CHECK(scored == std::stoi(fixture["scored"]));
-        CHECK(std::abs(same - std::stoi(fixture["same_top"])) <= 10);
+        CHECK(printed(run.out, "Mean PPL(Q) ") == Approx(std::stod(fixture["ppl"])).epsilon(1e-3));
+        CHECK(printed(run.out, "Mean PPL(Q)/PPL(base) ") == Approx(std::stod(fixture["ppl_ratio"])).epsilon(1e-3));
+        CHECK(printed(run.out, "Mean    KLD") == Approx(std::stod(fixture["mean_kl"])).epsilon(0.05));
+        CHECK(printed(run.out, "Maximum KLD") == Approx(std::stod(fixture["max_kl"])).epsilon(0.2));
+        CHECK(run.out.find("over " + fixture["scored"] + " scored tokens") != std::string::npos);
+        const double same = printed(run.out, "Same top p") / 100.0 * std::stod(fixture["scored"]);
+        CHECK(std::abs(same - std::stod(fixture["same_top"])) <= 10.5);
     }
 
     // The base model against its own logits: nothing diverges.
-    const auto self = test::run_tool("kiln-perplexity", "-m " + s.f32 + " -f " + s.text + ctx + " --kl-base " + s.base() +
-                                                             " --kl-divergence");
+    const auto self = test::run_tool("kiln-perplexity", "-m " + s.f32 + " -f " + s.text + ctx + " --score-all --kl-base " +
+                                                             s.base() + " --kl-divergence");
     REQUIRE(self.status == 0);
-    CHECK(printed(self.out, "mean KL divergence") < 1e-9);
-    CHECK(printed(self.out, "PPL ratio") == Approx(1.0).epsilon(1e-9));
-    CHECK(self.out.find("top-1 agreement = 100.0000%") != std::string::npos);
+    CHECK(printed(self.out, "Mean    KLD") < 1e-9);
+    CHECK(printed(self.out, "Mean PPL(Q)/PPL(base) ") == Approx(1.0).epsilon(1e-9));
+    CHECK(self.out.find("Same top p: 100.000") != std::string::npos);
 }
 
 TEST_CASE("kiln-perplexity --kl-base refuses a base of other windows or a damaged file", "[cli][perplexity]") {

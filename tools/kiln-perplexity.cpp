@@ -12,22 +12,35 @@
 #include "engine/models/causal_lm.h"
 #include "engine/runtime/thread_pool.h"
 #include "formats/tokenizer/tokenizer.h"
+#include "tools/common/check_tensors.h"
 #include "tools/common/cli.h"
 #include "tools/common/kl_base.h"
+#include "tools/common/kl_stats.h"
 
 namespace {
 
-constexpr std::string_view kUsage = R"(usage: kiln-perplexity -m MODEL -f TEXT [-c N] [-t N] [--kl-base FILE [--kl-divergence]]
+constexpr std::string_view kUsage = R"(usage: kiln-perplexity -m MODEL -f TEXT [-c N] [-t N] [--score-all] [--kl-base FILE [--kl-divergence]]
 
-Tokenizes the file (no BOS), cuts it into consecutive windows of N tokens,
-evaluates each window as one batch, and scores positions 1..N-1 of every window:
-the mean negative log-likelihood of each next token. Prints PPL = exp(mean).
+Scores a text the way llama-perplexity does: tokenizes it whole (with BOS when
+the vocabulary adds one), cuts it into windows of N tokens, puts BOS in place
+of each window's first token (when the vocabulary adds one), evaluates each
+window from an empty cache and scores only its second half: positions N/2 ..
+N-2 predicting the next token, which all see at least N/2 tokens of context.
+Prints the running estimate after each window ([1]12.3456,[2]...) on stdout
+and "Final estimate: PPL = x +/- y" on stderr, y from the spread of the
+negative log-likelihoods (as llama-perplexity), then "PPL = ..." on stdout.
+
+  --score-all           kiln's earlier method instead: no BOS, and positions
+                        1..N-1 of every window are scored (more tokens scored,
+                        but the first ones with little context)
 
 Quantization quality, as llama-perplexity measures it: run the base model (e.g.
 F32) with --kl-base FILE to save its logits, then the quantized model with
---kl-base FILE --kl-divergence (same text, -c and --chunks) to print the
-perplexity ratio, the KL divergence from the base distribution to the model's
-(mean, max) and how often both put the same token first.
+--kl-base FILE --kl-divergence (same text, -c, --chunks and --score-all) to
+print llama-perplexity's statistics: mean PPL(Q), PPL(base), their ratio and
+ln ratio with uncertainties, mean KL divergence from the base distribution to
+the model's with percentiles, the probability difference of the right token
+(Δp) with percentiles and RMS, and how often both put the same token first.
 
   -m, --model FILE      GGUF model
   -f, --file FILE       text to score
@@ -36,6 +49,8 @@ perplexity ratio, the KL divergence from the base distribution to the model's
       --kl-base FILE    without --kl-divergence: save this model's logits to FILE
       --kl-divergence   compare this model with the base logits in --kl-base FILE
   -t, --threads N       threads (default: physical cores)
+      --check-tensors   check every tensor's data first (NaN/inf values or
+                        block scales), as llama.cpp's --check-tensors
   -ctk, --cache-type-k TYPE  KV cache type, f32 or f16 (default f32); keys and values
   -ctv, --cache-type-v TYPE  share one type, so -ctk and -ctv must agree
   -h, --help            show this help
@@ -46,6 +61,8 @@ struct Options {
     int64_t ctx = 512, chunks = 0, threads = 0;
     std::string kl_base;
     bool kl_divergence = false;
+    bool score_all = false;
+    bool check_tensors = false;
     kiln::DType cache_type = kiln::DType::F32;
 };
 
@@ -69,6 +86,10 @@ Options parse(int argc, char** argv) {
             o.chunks = parse_int(flag, args.value(flag), 1);
         } else if (flag == "--kl-base") {
             o.kl_base = args.value(flag);
+        } else if (flag == "--check-tensors") {
+            o.check_tensors = true;
+        } else if (flag == "--score-all") {
+            o.score_all = true;
         } else if (flag == "--kl-divergence") {
             o.kl_divergence = true;
         } else if (flag == "-t" || flag == "--threads") {
@@ -96,58 +117,38 @@ void log_softmax(std::span<const float> logits, std::vector<double>& out) {
     for (size_t i = 0; i < logits.size(); ++i) out[i] = double(logits[i]) - log_sum;
 }
 
-size_t argmax(std::span<const float> v) {
-    return static_cast<size_t>(std::max_element(v.begin(), v.end()) - v.begin());
-}
-
-// The comparison with a base model, position by position.
-struct Divergence {
-    double base_nll = 0, kl_sum = 0, kl_sq_sum = 0, kl_max = 0;
-    int64_t same_top = 0, positions = 0;
-
-    // KL(base || model) = sum_i p_base(i) (log p_base(i) - log p_model(i)).
-    void add(std::span<const float> base, std::span<const float> model, int32_t target) {
-        log_softmax(base, base_logp_);
-        log_softmax(model, model_logp_);
-        double kl = 0;
-        for (size_t i = 0; i < base_logp_.size(); ++i)
-            kl += std::exp(base_logp_[i]) * (base_logp_[i] - model_logp_[i]);
-        kl = std::max(kl, 0.0);  // rounding can leave -1e-17 for identical rows
-        kl_sum += kl;
-        kl_sq_sum += kl * kl;
-        kl_max = std::max(kl_max, kl);
-        base_nll -= base_logp_[static_cast<size_t>(target)];
-        same_top += argmax(base) == argmax(model) ? 1 : 0;
-        ++positions;
-    }
-    double mean_kl() const { return kl_sum / static_cast<double>(positions); }
-    // Standard error of the mean KL.
-    double mean_kl_error() const {
-        const double n = static_cast<double>(positions);
-        if (positions < 2) return 0.0;
-        const double var = (kl_sq_sum / n - mean_kl() * mean_kl()) * n / (n - 1);
-        return std::sqrt(std::max(var, 0.0) / n);
-    }
-
-private:
-    std::vector<double> base_logp_, model_logp_;
-};
-
 int run(const Options& o) {
+    auto file = std::make_shared<kiln::GgufFile>(kiln::GgufFile::open(o.model));
+    if (o.check_tensors) kiln::cli::check_tensors(*file);
+    if (!o.score_all && o.ctx / 2 + 1 >= o.ctx)
+        kiln::fail("kiln-perplexity", "-c {} leaves no position to score in the second half of a window; use -c 3 or "
+                   "more, or --score-all", o.ctx);
     std::ifstream in(o.text, std::ios::binary);
     if (!in) kiln::fail("io", "cannot open '{}'", o.text);
     std::ostringstream text;
     text << in.rdbuf();
 
-    auto file = std::make_shared<kiln::GgufFile>(kiln::GgufFile::open(o.model));
     const auto model = kiln::load_causal_lm(file);
     const auto tokenizer = kiln::load_tokenizer(*file);
-    const std::vector<int32_t> tokens = tokenizer->encode(text.str(), /*add_bos=*/false);
+    // llama-perplexity's method tokenizes with BOS (when the vocabulary adds
+    // one) and later puts BOS at the start of every window.
+    const bool with_bos = !o.score_all && tokenizer->add_bos() && tokenizer->bos() >= 0;
+    std::vector<int32_t> tokens = tokenizer->encode(text.str(), with_bos);
     int64_t windows = static_cast<int64_t>(tokens.size()) / o.ctx;
-    if (windows == 0)
+    if (o.score_all && windows == 0)
         kiln::fail("kiln-perplexity", "{} has {} tokens, fewer than one window of {} (lower -c)", o.text,
                    tokens.size(), o.ctx);
+    // As llama-perplexity, which refuses fewer than two windows' worth.
+    if (!o.score_all && static_cast<int64_t>(tokens.size()) < 2 * o.ctx)
+        kiln::fail("kiln-perplexity", "{} has {} tokens, fewer than two windows of {} (lower -c)", o.text,
+                   tokens.size(), o.ctx);
     if (o.chunks > 0) windows = std::min(windows, o.chunks);
+    // The windows as evaluated: BOS replaces each one's first token. Targets
+    // are never position 0, so the replaced tokens are never scored.
+    if (with_bos)
+        for (int64_t w = 0; w < windows; ++w) tokens[static_cast<size_t>(w * o.ctx)] = tokenizer->bos();
+    // Scored rows: row i's logits predict token i + 1.
+    const int64_t first_row = o.score_all ? 0 : o.ctx / 2;
     const auto vocab = static_cast<size_t>(model->info().n_vocab);
     const kiln::tools::KlBaseShape shape{vocab, static_cast<uint64_t>(o.ctx), static_cast<uint64_t>(windows)};
 
@@ -165,7 +166,7 @@ int run(const Options& o) {
         for (uint64_t i = 0; i < shape.token_count(); ++i)
             if (base->token(i) != tokens[i])
                 kiln::fail("kl-base", "{} was computed on other tokens (token {} is {} there, {} here): not the same "
-                           "text or tokenizer", base->name(), i, base->token(i), tokens[i]);
+                           "text, tokenizer or --score-all", base->name(), i, base->token(i), tokens[i]);
     } else if (!o.kl_base.empty()) {
         writer = std::make_unique<kiln::tools::KlBaseWriter>(o.kl_base, shape, tokens);
     }
@@ -177,44 +178,51 @@ int run(const Options& o) {
                threads);
 
     const auto start = std::chrono::steady_clock::now();
-    double nll = 0;
+    double nll = 0, nll2 = 0;
     int64_t scored = 0;
-    Divergence divergence;
+    kiln::tools::KlStats divergence;
     std::vector<float> base_logits;
-    std::vector<double> logp;
+    std::vector<double> logp, base_logp;
     for (int64_t w = 0; w < windows; ++w) {
         const std::span<const int32_t> window(tokens.data() + w * o.ctx, static_cast<size_t>(o.ctx));
         session->reset();
         const auto logits = session->eval(window, pool, /*all_logits=*/true);
         if (writer) writer->add_window(logits);
         if (base) base->window_logits(static_cast<uint64_t>(w), base_logits);
-        // Position i's logits predict token i + 1: score tokens 1..N-1 of the window.
-        for (int64_t i = 0; i + 1 < o.ctx; ++i) {
+        for (int64_t i = first_row; i + 1 < o.ctx; ++i) {
             const auto row = logits.subspan(static_cast<size_t>(i) * vocab, vocab);
-            const int32_t target = window[static_cast<size_t>(i + 1)];
+            const auto target = static_cast<size_t>(window[static_cast<size_t>(i + 1)]);
             log_softmax(row, logp);
-            nll -= logp[static_cast<size_t>(target)];
+            nll -= logp[target];
+            nll2 += logp[target] * logp[target];
             ++scored;
-            if (base) divergence.add(std::span(base_logits).subspan(static_cast<size_t>(i) * vocab, vocab), row, target);
+            if (base) {
+                log_softmax(std::span(base_logits).subspan(static_cast<size_t>(i) * vocab, vocab), base_logp);
+                divergence.add(base_logp, logp, target);
+            }
         }
-        if (isatty(2)) fmt::print(stderr, "\r[{}/{}] PPL so far {:.4f}", w + 1, windows, std::exp(nll / scored));
+        if (!o.score_all && !base) {
+            fmt::print("[{}]{:.4f},", w + 1, std::exp(nll / static_cast<double>(scored)));
+            std::fflush(stdout);
+        } else if (isatty(2)) {
+            fmt::print(stderr, "\r[{}/{}] PPL so far {:.4f}", w + 1, windows, std::exp(nll / scored));
+        }
     }
-    if (isatty(2)) fmt::print(stderr, "\n");
+    if (!o.score_all && !base) fmt::print("\n");
+    else if (isatty(2)) fmt::print(stderr, "\n");
     if (writer) writer->finish();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const double ppl = std::exp(nll / scored);
-    fmt::print("PPL = {:.4f} over {} scored tokens ({} windows of {})\n", ppl, scored, windows, o.ctx);
+    // llama-perplexity's uncertainty: the standard error of the mean
+    // negative log-likelihood, carried through exp.
+    const double n = static_cast<double>(scored);
+    const double mean = nll / n, var = nll2 / n - mean * mean;
+    const double ppl = std::exp(mean);
+    const double ppl_error = var > 0 && scored > 1 ? ppl * std::sqrt(var / (n - 1)) : 0.0;
+    if (!o.score_all) fmt::print(stderr, "Final estimate: PPL = {:.4f} +/- {:.5f}\n", ppl, ppl_error);
+    fmt::print("PPL = {:.4f} +/- {:.5f} over {} scored tokens ({} windows of {})\n", ppl, ppl_error, scored, windows,
+               o.ctx);
     if (writer) fmt::print("saved the logits of {} windows to {}\n", windows, o.kl_base);
-    if (base) {
-        const double base_ppl = std::exp(divergence.base_nll / scored);
-        fmt::print("base PPL = {:.4f}\n", base_ppl);
-        fmt::print("PPL ratio = {:.6f}\n", ppl / base_ppl);
-        fmt::print("mean KL divergence = {:.6e} ± {:.2e}\n", divergence.mean_kl(), divergence.mean_kl_error());
-        fmt::print("max KL divergence = {:.6e}\n", divergence.kl_max);
-        fmt::print("top-1 agreement = {:.4f}% ({} of {})\n",
-                   100.0 * static_cast<double>(divergence.same_top) / static_cast<double>(scored), divergence.same_top,
-                   scored);
-    }
+    if (base) divergence.print(stdout);
     fmt::print(stderr, "kiln-perplexity: {:.2f} s, {:.1f} tokens/s\n", seconds, windows * o.ctx / seconds);
     return 0;
 }

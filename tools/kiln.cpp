@@ -17,6 +17,7 @@
 #include "engine/runtime/thread_pool.h"
 #include "formats/tokenizer/tokenizer.h"
 #include "formats/tokenizer/utf8.h"
+#include "tools/common/check_tensors.h"
 #include "tools/common/cli.h"
 
 namespace {
@@ -35,6 +36,8 @@ given. Timings go to stderr.
   -n, --n-predict N         tokens to generate (default 128); stops earlier at EOS. When the
                             context is full, generation goes on from its last half (recomputed)
   -t, --threads N           threads (default: physical cores)
+      --check-tensors       check every tensor's data first (NaN/inf values or
+                            block scales), as llama.cpp's --check-tensors
   -c, --ctx-size N          context size in tokens (default: the model's, at most 4096)
       --temp T              temperature (default 0.8; 0 = greedy)
       --top-k N             keep the N most likely tokens (default 40; 0 = off)
@@ -64,6 +67,7 @@ struct Options {
     double length_penalty = 1.0;
     bool n_best = false;
     kiln::DType cache_type = kiln::DType::F32;
+    bool check_tensors = false;
 };
 
 std::string read_text_file(const std::string& path) {
@@ -99,6 +103,8 @@ Options parse(int argc, char** argv) {
             o.n_predict = parse_int(flag, args.value(flag), 0, 1 << 24);
         } else if (flag == "-t" || flag == "--threads") {
             o.threads = parse_int(flag, args.value(flag), 1, 1024);
+        } else if (flag == "--check-tensors") {
+            o.check_tensors = true;
         } else if (flag == "-c" || flag == "--ctx-size") {
             o.ctx = parse_int(flag, args.value(flag), 1, 1 << 20);
         } else if (flag == "--temp") {
@@ -335,6 +341,7 @@ int generate_seq2seq(const Options& o, std::shared_ptr<const kiln::GgufFile> fil
 int generate(const Options& o) {
     if (!kiln::utf8_valid(o.prompt)) kiln::fail("kiln", "the prompt is not valid UTF-8");
     auto file = std::make_shared<kiln::GgufFile>(kiln::GgufFile::open(o.model));
+    if (o.check_tensors) kiln::cli::check_tensors(*file);
     if (file->get_string("general.architecture") == "transformer") {
         if (o.cache_type != kiln::DType::F32)
             kiln::fail("kiln", "-ctk/-ctv apply to llama and gpt2 models; the transformer's caches are f32");
