@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "engine/quant/blocks.h"
+#include "engine/quant/kquants.h"
 #include "engine/quant/reference.h"
 
 namespace kiln {
@@ -24,11 +25,11 @@ constexpr std::array kTypes = {
     TypeTraits{DType::Q5_1, "q5_1", 32, sizeof(BlockQ5_1), true, nullptr, nullptr},
     TypeTraits{DType::Q8_0, "q8_0", 32, sizeof(BlockQ8_0), true, q8_0_to_float, q8_0_from_float_ref},
     TypeTraits{DType::Q8_1, "q8_1", 32, sizeof(BlockQ8_1), true, nullptr, nullptr},
-    TypeTraits{DType::Q2_K, "q2_K", kQK_K, sizeof(BlockQ2_K), true, nullptr, nullptr},
-    TypeTraits{DType::Q3_K, "q3_K", kQK_K, sizeof(BlockQ3_K), true, nullptr, nullptr},
-    TypeTraits{DType::Q4_K, "q4_K", kQK_K, sizeof(BlockQ4_K), true, nullptr, nullptr},
-    TypeTraits{DType::Q5_K, "q5_K", kQK_K, sizeof(BlockQ5_K), true, nullptr, nullptr},
-    TypeTraits{DType::Q6_K, "q6_K", kQK_K, sizeof(BlockQ6_K), true, nullptr, nullptr},
+    TypeTraits{DType::Q2_K, "q2_K", kQK_K, sizeof(BlockQ2_K), true, q2_k_to_float, q2_k_from_float_ref},
+    TypeTraits{DType::Q3_K, "q3_K", kQK_K, sizeof(BlockQ3_K), true, q3_k_to_float, q3_k_from_float_ref},
+    TypeTraits{DType::Q4_K, "q4_K", kQK_K, sizeof(BlockQ4_K), true, q4_k_to_float, q4_k_from_float_ref},
+    TypeTraits{DType::Q5_K, "q5_K", kQK_K, sizeof(BlockQ5_K), true, q5_k_to_float, q5_k_from_float_ref},
+    TypeTraits{DType::Q6_K, "q6_K", kQK_K, sizeof(BlockQ6_K), true, q6_k_to_float, q6_k_from_float_ref},
     TypeTraits{DType::Q8_K, "q8_K", kQK_K, sizeof(BlockQ8_K), true, q8_k_to_float, q8_k_from_float_ref},
     TypeTraits{DType::IQ2_XXS, "iq2_xxs", 256, 66, true, nullptr, nullptr},
     TypeTraits{DType::IQ2_XS, "iq2_xs", 256, 74, true, nullptr, nullptr},
