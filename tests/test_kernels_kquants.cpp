@@ -4,8 +4,8 @@
 //  * The unpacker against gguf-py: blocks.<type> of tests/fixtures/quant_types.gguf
 //    dequantized as d * scale * code - dmin * min must equal dequant.<type>
 //    (gguf-py's numpy dequantize) within a few float roundings of each term.
-//  * The scalar dot against a double-precision dot of dequantized weights and
-//    dequantized Q8_K activations (q8_k_to_float), on llama-quantize's bytes
+//  * The scalar dot against a double-precision dot of dequantized weights
+//    (type_traits(type).to_float) and dequantized Q8_K activations (q8_k_to_float), on llama-quantize's bytes
 //    (quantized.<type>) and on seeded random blocks. The scalar dot sums exact
 //    int32 per super-block and rounds once per term and per super-block, the
 //    dequantized weights carry up to 2 roundings each: the tolerance is
@@ -139,8 +139,13 @@ std::vector<std::byte> random_blocks(DType type, int64_t blocks, uint32_t seed) 
 }
 
 void check_dot_against_dequantized(DType type, int64_t k, const std::byte* w, const std::byte* x) {
-    std::vector<double> wv, wm;
-    dequantize_row(type, k, w, wv, wm);
+    // The weights as the traits table's dequantizer (kquant-ref, bit-exact with
+    // ggml) gives them; the unpacker only supplies the magnitudes of the bound.
+    std::vector<double> unpacked, wm;
+    dequantize_row(type, k, w, unpacked, wm);
+    std::vector<float> wf(static_cast<size_t>(k));
+    kiln::type_traits(type).to_float(w, wf.data(), k);
+    const std::vector<double> wv(wf.begin(), wf.end());
     std::vector<float> xf(static_cast<size_t>(k));
     kiln::quant::q8_k_to_float(x, xf.data(), k);
     double exact = 0.0, magnitude = 0.0;
