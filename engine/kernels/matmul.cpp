@@ -18,6 +18,11 @@ DType vec_dot_type(DType weight_type) noexcept {
     switch (weight_type) {
         case DType::Q8_0:
         case DType::Q4_0: return DType::Q8_0;
+        case DType::Q2_K:
+        case DType::Q3_K:
+        case DType::Q4_K:
+        case DType::Q5_K:
+        case DType::Q6_K: return DType::Q8_K;
         default: return DType::F32;
     }
 }
@@ -34,7 +39,12 @@ bool matmul_supports(DType weight_type) noexcept {
         case DType::F16:
         case DType::BF16:
         case DType::Q8_0:
-        case DType::Q4_0: return true;
+        case DType::Q4_0:
+        case DType::Q2_K:
+        case DType::Q3_K:
+        case DType::Q4_K:
+        case DType::Q5_K:
+        case DType::Q6_K: return true;
         default: return false;
     }
 }

@@ -18,7 +18,8 @@
 
 namespace kiln::kernels {
 
-// The activation type a weight type's dot product consumes (F32 or Q8_0).
+// The activation type a weight type's dot product consumes (F32, Q8_0, or Q8_K
+// for the K-quants Q2_K..Q6_K).
 DType vec_dot_type(DType weight_type) noexcept;
 // Bytes of one prepared activation row of k elements for this weight type.
 size_t prepared_row_bytes(DType weight_type, int64_t k) noexcept;
@@ -57,7 +58,8 @@ struct MatmulKernels {
                    const RowClaims* claims);
 };
 
-// Whether kiln can multiply with weights of this type (F32, F16, BF16, Q8_0, Q4_0).
+// Whether kiln can multiply with weights of this type (F32, F16, BF16, Q8_0, Q4_0,
+// Q2_K, Q3_K, Q4_K, Q5_K, Q6_K).
 bool matmul_supports(DType weight_type) noexcept;
 
 // The plain scalar reference set (always available).

@@ -14,6 +14,7 @@
 // is no packing: tiles of rows x tokens reuse each loaded weight block for all
 // tokens of the tile and each activation block for all rows.
 #include "engine/kernels/matmul_impl.h"
+#include "engine/kernels/matmul_avx2_kquants.h"
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 
@@ -294,6 +295,13 @@ void avx2_matmul(DType type, int64_t k, const void* w, size_t w_stride, int64_t 
                 if (type == DType::Q8_0) quant_matmul<DType::Q8_0>(k, wb, w_stride, a, b, xb, x_stride, n_tokens, out, out_stride);
                 else quant_matmul<DType::Q4_0>(k, wb, w_stride, a, b, xb, x_stride, n_tokens, out, out_stride);
             });
+            break;
+        case DType::Q2_K:
+        case DType::Q3_K:
+        case DType::Q4_K:
+        case DType::Q5_K:
+        case DType::Q6_K:
+            done = avx2_kquant_matmul(type, k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride, claims);
             break;
         default: break;  // types this set has no kernel for run the scalar reference
     }

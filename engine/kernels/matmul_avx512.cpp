@@ -179,6 +179,13 @@ void avx512_matmul(DType type, int64_t k, const void* w, size_t w_stride, int64_
         case DType::Q4_0:
             done = avx512_quant_matmul(type, k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride, claims);
             break;
+        case DType::Q2_K:
+        case DType::Q3_K:
+        case DType::Q4_K:
+        case DType::Q5_K:
+        case DType::Q6_K:
+            done = avx512_kquant_matmul(type, k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride, claims);
+            break;
         default: break;  // types this set has no kernel for run the scalar reference
     }
     if (!done)

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "engine/core/half.h"
+#include "engine/kernels/dot_kquants_ref.h"
 #include "engine/kernels/matmul_impl.h"
 #include "engine/quant/blocks.h"
 #include "engine/quant/reference.h"
@@ -85,6 +86,11 @@ DotFn dot_for(DType type) noexcept {
         case DType::BF16: return dot_half<bf16_to_fp32>;
         case DType::Q8_0: return dot_q8_0;
         case DType::Q4_0: return dot_q4_0;
+        case DType::Q2_K: return dot_q2_k_q8_k_ref;
+        case DType::Q3_K: return dot_q3_k_q8_k_ref;
+        case DType::Q4_K: return dot_q4_k_q8_k_ref;
+        case DType::Q5_K: return dot_q5_k_q8_k_ref;
+        case DType::Q6_K: return dot_q6_k_q8_k_ref;
         default: return nullptr;
     }
 }
