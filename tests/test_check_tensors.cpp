@@ -124,7 +124,7 @@ TEST_CASE("find_invalid_block checks Q8_K's float scale and every value of float
     CHECK_FALSE(quant::find_invalid_block(DType::I32, std::as_bytes(std::span(ints))));
 }
 
-TEST_CASE("--check-tensors in kiln, kiln-perplexity and kiln-bench: one line naming tensor, type and block, exit 1",
+TEST_CASE("check-tensors flag in kiln, kiln-perplexity and kiln-bench: one line naming tensor, type and block, exit 1",
           "[check_tensors][cli]") {
     test::TempDir dir;
     const auto write = [&](const std::string& file, const Layout& l, size_t row_blocks, size_t bad_block,

@@ -28,7 +28,7 @@ size_t files_in(const std::filesystem::path& dir) {
 }
 
 double perplexity(const std::filesystem::path& gguf, const std::filesystem::path& text) {
-    const auto run = test::run_tool("kiln-perplexity", fmt::format("-m {} -f {} -c 64 -t 2", shell_quote(gguf.string()),
+    const auto run = test::run_tool("kiln-perplexity", fmt::format("-m {} -f {} -c 64 -t 2 --score-all", shell_quote(gguf.string()),
                                                                    shell_quote(text.string())));
     INFO(run.err);
     REQUIRE(run.status == 0);
