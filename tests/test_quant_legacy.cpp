@@ -1,0 +1,50 @@
+// The legacy and IQ4 reference conversions against independent references in
+// tests/fixtures/quant_types.gguf (tests/reference/make_quant_type_fixtures.py):
+// `dequant.<type>` is gguf-py's numpy dequantization of the random blocks
+// `blocks.<type>`; kiln's to_float must reproduce it bit for bit.
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "engine/core/dtype.h"
+#include "formats/gguf/gguf_file.h"
+#include "support/paths.h"
+
+namespace {
+
+const kiln::GgufFile& fixture() {
+    static const kiln::GgufFile file = kiln::GgufFile::open(kiln::test::fixtures_dir() / "quant_types.gguf");
+    return file;
+}
+
+void check_dequantizer(kiln::DType type, const std::string& name) {
+    const kiln::GgufTensor& blocks = fixture().get_tensor("blocks." + name);
+    const kiln::GgufTensor& expected = fixture().get_tensor("dequant." + name);
+    REQUIRE(blocks.type == type);
+    REQUIRE(expected.type == kiln::DType::F32);
+    REQUIRE(blocks.elements == expected.elements);
+    const auto& traits = kiln::type_traits(type);
+    REQUIRE(traits.to_float != nullptr);
+    std::vector<float> got(blocks.elements);
+    traits.to_float(blocks.data.data(), got.data(), static_cast<int64_t>(blocks.elements));
+    std::vector<uint32_t> want_bits(expected.elements), got_bits(blocks.elements);
+    std::memcpy(want_bits.data(), expected.data.data(), expected.data.size());
+    std::memcpy(got_bits.data(), got.data(), got.size() * sizeof(float));
+    for (size_t i = 0; i < got_bits.size(); ++i) {
+        INFO(name << " element " << i << " got " << got[i]);
+        REQUIRE(got_bits[i] == want_bits[i]);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("legacy and IQ4 dequantizers equal gguf-py bit for bit", "[legacy_quants]") {
+    check_dequantizer(kiln::DType::Q4_1, "q4_1");
+    check_dequantizer(kiln::DType::Q5_0, "q5_0");
+    check_dequantizer(kiln::DType::Q5_1, "q5_1");
+    check_dequantizer(kiln::DType::IQ4_NL, "iq4_nl");
+    check_dequantizer(kiln::DType::IQ4_XS, "iq4_xs");
+}
