@@ -48,3 +48,36 @@ TEST_CASE("legacy and IQ4 dequantizers equal gguf-py bit for bit", "[legacy_quan
     check_dequantizer(kiln::DType::IQ4_NL, "iq4_nl");
     check_dequantizer(kiln::DType::IQ4_XS, "iq4_xs");
 }
+
+namespace {
+
+// Quantizing the fixture's `source` must give llama-quantize's bytes.
+void check_quantizer(kiln::DType type, const std::string& name) {
+    const kiln::GgufTensor& source = fixture().get_tensor("source");
+    const kiln::GgufTensor& expected = fixture().get_tensor("quantized." + name);
+    REQUIRE(expected.type == type);
+    const auto& traits = kiln::type_traits(type);
+    REQUIRE(traits.from_float_ref != nullptr);
+    const int64_t row = static_cast<int64_t>(source.dims[0]);
+    const int64_t rows = static_cast<int64_t>(source.dims[1]);
+    std::vector<float> x(source.elements);
+    std::memcpy(x.data(), source.data.data(), source.data.size());
+    const size_t row_bytes = expected.data.size() / static_cast<size_t>(rows);
+    std::vector<unsigned char> got(row_bytes);
+    for (int64_t r = 0; r < rows; ++r) {
+        traits.from_float_ref(x.data() + r * row, got.data(), row);
+        const auto* want = reinterpret_cast<const unsigned char*>(expected.data.data()) + r * row_bytes;
+        for (size_t i = 0; i < row_bytes; ++i) {
+            INFO(name << " row " << r << " byte " << i);
+            REQUIRE(int(got[i]) == int(want[i]));
+        }
+    }
+}
+
+}  // namespace
+
+TEST_CASE("legacy quantizers give llama-quantize's bytes", "[legacy_quants]") {
+    check_quantizer(kiln::DType::Q4_1, "q4_1");
+    check_quantizer(kiln::DType::Q5_0, "q5_0");
+    check_quantizer(kiln::DType::Q5_1, "q5_1");
+}

@@ -1,6 +1,8 @@
 #include "engine/quant/legacy_quants.h"
 
+#include <cmath>
 #include <cstddef>
+#include <limits>
 #include <cstring>
 
 #include "engine/core/half.h"
@@ -32,7 +34,115 @@ int fifth_bit(const uint8_t qh[4], int j) {
     return static_cast<int>((bits >> j) & 1u) << 4;
 }
 
+
+// ggml truncates `scaled + offset` to an integer code with a plain cast (into
+// int8_t for Q4_1/Q5_0, uint8_t for Q5_1). The values lie in [0, limit + 1)
+// for finite input; non-finite ones (inf/NaN input, 1/d overflow) would be
+// undefined behaviour and get code `fallback` instead.
+uint8_t truncated_code(float shifted, int limit, uint8_t fallback) {
+    if (!std::isfinite(shifted) || shifted < 0.0f || shifted >= 128.0f) return fallback;
+    const int code = static_cast<int>(shifted);
+    return static_cast<uint8_t>(code < limit ? code : limit);
+}
+
+template <typename Block>
+void store_block(void* dst, int64_t index, const Block& block) {
+    std::memcpy(static_cast<std::byte*>(dst) + index * static_cast<int64_t>(sizeof(Block)), &block, sizeof(Block));
+}
+
+struct MinMax {
+    float min;
+    float max;
+};
+
+MinMax block_min_max(const float* x) {
+    MinMax r{std::numeric_limits<float>::max(), -std::numeric_limits<float>::max()};
+    for (int j = 0; j < 32; ++j) {
+        if (x[j] < r.min) r.min = x[j];
+        if (x[j] > r.max) r.max = x[j];
+    }
+    return r;
+}
+
 }  // namespace
+
+void q4_1_from_float_ref(const float* src, void* dst, int64_t n) {
+    constexpr int kHalf = kQK4_1 / 2;
+    for (int64_t b = 0; b < n / kQK4_1; ++b) {
+        const float* x = src + b * kQK4_1;
+        const MinMax mm = block_min_max(x);
+        const float d = (mm.max - mm.min) / 15;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        BlockQ4_1 block{};
+        block.d = fp32_to_fp16(d);
+        block.m = fp32_to_fp16(mm.min);
+        for (int j = 0; j < kHalf; ++j) {
+            const float x0 = (x[j] - mm.min) * id;
+            const float x1 = (x[j + kHalf] - mm.min) * id;
+            const uint8_t q0 = truncated_code(x0 + 0.5f, 15, 0);
+            const uint8_t q1 = truncated_code(x1 + 0.5f, 15, 0);
+            block.qs[j] = static_cast<uint8_t>(q0 | (q1 << 4));
+        }
+        store_block(dst, b, block);
+    }
+}
+
+void q5_0_from_float_ref(const float* src, void* dst, int64_t n) {
+    constexpr int kHalf = kQK5_0 / 2;
+    for (int64_t b = 0; b < n / kQK5_0; ++b) {
+        const float* x = src + b * kQK5_0;
+        // The element of largest magnitude (first wins) sets d = max / -16.
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < kQK5_0; ++j) {
+            if (amax < std::fabs(x[j])) {
+                amax = std::fabs(x[j]);
+                max = x[j];
+            }
+        }
+        const float d = max / -16;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        BlockQ5_0 block{};
+        block.d = fp32_to_fp16(d);
+        uint32_t qh = 0;
+        for (int j = 0; j < kHalf; ++j) {
+            const float x0 = x[j] * id;
+            const float x1 = x[j + kHalf] * id;
+            const uint8_t q0 = truncated_code(x0 + 16.5f, 31, 16);
+            const uint8_t q1 = truncated_code(x1 + 16.5f, 31, 16);
+            block.qs[j] = static_cast<uint8_t>((q0 & 0x0F) | ((q1 & 0x0F) << 4));
+            qh |= static_cast<uint32_t>(q0 >> 4) << j;
+            qh |= static_cast<uint32_t>(q1 >> 4) << (j + kHalf);
+        }
+        std::memcpy(block.qh, &qh, sizeof(qh));
+        store_block(dst, b, block);
+    }
+}
+
+void q5_1_from_float_ref(const float* src, void* dst, int64_t n) {
+    constexpr int kHalf = kQK5_1 / 2;
+    for (int64_t b = 0; b < n / kQK5_1; ++b) {
+        const float* x = src + b * kQK5_1;
+        const MinMax mm = block_min_max(x);
+        const float d = (mm.max - mm.min) / 31;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        BlockQ5_1 block{};
+        block.d = fp32_to_fp16(d);
+        block.m = fp32_to_fp16(mm.min);
+        uint32_t qh = 0;
+        for (int j = 0; j < kHalf; ++j) {
+            const float x0 = (x[j] - mm.min) * id;
+            const float x1 = (x[j + kHalf] - mm.min) * id;
+            // ggml casts straight to uint8_t here (no clamp); codes stay <= 31.
+            const uint8_t q0 = truncated_code(x0 + 0.5f, 31, 0);
+            const uint8_t q1 = truncated_code(x1 + 0.5f, 31, 0);
+            block.qs[j] = static_cast<uint8_t>((q0 & 0x0F) | ((q1 & 0x0F) << 4));
+            qh |= static_cast<uint32_t>(q0 >> 4) << j;
+            qh |= static_cast<uint32_t>(q1 >> 4) << (j + kHalf);
+        }
+        std::memcpy(block.qh, &qh, sizeof(qh));
+        store_block(dst, b, block);
+    }
+}
 
 void q4_1_to_float(const void* src, float* dst, int64_t n) {
     constexpr int kHalf = kQK4_1 / 2;
