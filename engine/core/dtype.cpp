@@ -25,7 +25,7 @@ constexpr std::array kTypes = {
     TypeTraits{DType::Q5_0, "q5_0", 32, sizeof(BlockQ5_0), true, q5_0_to_float, q5_0_from_float_ref},
     TypeTraits{DType::Q5_1, "q5_1", 32, sizeof(BlockQ5_1), true, q5_1_to_float, q5_1_from_float_ref},
     TypeTraits{DType::Q8_0, "q8_0", 32, sizeof(BlockQ8_0), true, q8_0_to_float, q8_0_from_float_ref},
-    TypeTraits{DType::Q8_1, "q8_1", 32, sizeof(BlockQ8_1), true, nullptr, nullptr},
+    TypeTraits{DType::Q8_1, "q8_1", 32, sizeof(BlockQ8_1), true, q8_1_to_float, q8_1_from_float_ref},
     TypeTraits{DType::Q2_K, "q2_K", kQK_K, sizeof(BlockQ2_K), true, nullptr, nullptr},
     TypeTraits{DType::Q3_K, "q3_K", kQK_K, sizeof(BlockQ3_K), true, nullptr, nullptr},
     TypeTraits{DType::Q4_K, "q4_K", kQK_K, sizeof(BlockQ4_K), true, nullptr, nullptr},

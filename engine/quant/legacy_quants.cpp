@@ -144,6 +144,39 @@ void q5_1_from_float_ref(const float* src, void* dst, int64_t n) {
     }
 }
 
+// Q8_1 as Q8_0 (d = amax / 127, codes rounded half away from zero) plus
+// s = fp16(d * sum of codes), the activation side of the Q4_1/Q5_1 min terms.
+void q8_1_from_float_ref(const float* src, void* dst, int64_t n) {
+    constexpr int kHalf = kQK8_1 / 2;
+    for (int64_t b = 0; b < n / kQK8_1; ++b) {
+        const float* x = src + b * kQK8_1;
+        float amax = 0.0f;
+        for (int j = 0; j < kQK8_1; ++j) amax = std::fmax(amax, std::fabs(x[j]));
+        const float d = amax / 127;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        BlockQ8_1 block{};
+        block.d = fp32_to_fp16(d);
+        int sum = 0;
+        for (int j = 0; j < kHalf; ++j) {
+            const float r0 = std::round(x[j] * id);
+            const float r1 = std::round(x[j + kHalf] * id);
+            block.qs[j] = std::isfinite(r0) ? static_cast<int8_t>(r0) : int8_t{0};
+            block.qs[j + kHalf] = std::isfinite(r1) ? static_cast<int8_t>(r1) : int8_t{0};
+            sum += block.qs[j] + block.qs[j + kHalf];
+        }
+        block.s = fp32_to_fp16(static_cast<float>(sum) * d);
+        store_block(dst, b, block);
+    }
+}
+
+void q8_1_to_float(const void* src, float* dst, int64_t n) {
+    for (int64_t b = 0; b < n / kQK8_1; ++b) {
+        const auto block = load_block<BlockQ8_1>(src, b);
+        const float d = fp16_to_fp32(block.d);
+        for (int j = 0; j < kQK8_1; ++j) dst[b * kQK8_1 + j] = static_cast<float>(block.qs[j]) * d;
+    }
+}
+
 void q4_1_to_float(const void* src, float* dst, int64_t n) {
     constexpr int kHalf = kQK4_1 / 2;
     for (int64_t b = 0; b < n / kQK4_1; ++b) {
