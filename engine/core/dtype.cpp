@@ -6,7 +6,9 @@
 #include <limits>
 
 #include "engine/quant/blocks.h"
+#include "engine/quant/iq4_quants.h"
 #include "engine/quant/kquants.h"
+#include "engine/quant/legacy_quants.h"
 #include "engine/quant/reference.h"
 
 namespace kiln {
@@ -20,11 +22,11 @@ constexpr std::array kTypes = {
     TypeTraits{DType::F32, "f32", 1, 4, false, f32_to_float, f32_from_float},
     TypeTraits{DType::F16, "f16", 1, 2, false, f16_to_float, f16_from_float_ref},
     TypeTraits{DType::Q4_0, "q4_0", 32, sizeof(BlockQ4_0), true, q4_0_to_float, q4_0_from_float_ref},
-    TypeTraits{DType::Q4_1, "q4_1", 32, sizeof(BlockQ4_1), true, nullptr, nullptr},
-    TypeTraits{DType::Q5_0, "q5_0", 32, sizeof(BlockQ5_0), true, nullptr, nullptr},
-    TypeTraits{DType::Q5_1, "q5_1", 32, sizeof(BlockQ5_1), true, nullptr, nullptr},
+    TypeTraits{DType::Q4_1, "q4_1", 32, sizeof(BlockQ4_1), true, q4_1_to_float, q4_1_from_float_ref},
+    TypeTraits{DType::Q5_0, "q5_0", 32, sizeof(BlockQ5_0), true, q5_0_to_float, q5_0_from_float_ref},
+    TypeTraits{DType::Q5_1, "q5_1", 32, sizeof(BlockQ5_1), true, q5_1_to_float, q5_1_from_float_ref},
     TypeTraits{DType::Q8_0, "q8_0", 32, sizeof(BlockQ8_0), true, q8_0_to_float, q8_0_from_float_ref},
-    TypeTraits{DType::Q8_1, "q8_1", 32, sizeof(BlockQ8_1), true, nullptr, nullptr},
+    TypeTraits{DType::Q8_1, "q8_1", 32, sizeof(BlockQ8_1), true, q8_1_to_float, q8_1_from_float_ref},
     TypeTraits{DType::Q2_K, "q2_K", kQK_K, sizeof(BlockQ2_K), true, q2_k_to_float, q2_k_from_float_ref},
     TypeTraits{DType::Q3_K, "q3_K", kQK_K, sizeof(BlockQ3_K), true, q3_k_to_float, q3_k_from_float_ref},
     TypeTraits{DType::Q4_K, "q4_K", kQK_K, sizeof(BlockQ4_K), true, q4_k_to_float, q4_k_from_float_ref},
@@ -35,10 +37,10 @@ constexpr std::array kTypes = {
     TypeTraits{DType::IQ2_XS, "iq2_xs", 256, 74, true, nullptr, nullptr},
     TypeTraits{DType::IQ3_XXS, "iq3_xxs", 256, 98, true, nullptr, nullptr},
     TypeTraits{DType::IQ1_S, "iq1_s", 256, 50, true, nullptr, nullptr},
-    TypeTraits{DType::IQ4_NL, "iq4_nl", 32, sizeof(BlockIQ4_NL), true, nullptr, nullptr},
+    TypeTraits{DType::IQ4_NL, "iq4_nl", 32, sizeof(BlockIQ4_NL), true, iq4_nl_to_float, nullptr},
     TypeTraits{DType::IQ3_S, "iq3_s", 256, 110, true, nullptr, nullptr},
     TypeTraits{DType::IQ2_S, "iq2_s", 256, 82, true, nullptr, nullptr},
-    TypeTraits{DType::IQ4_XS, "iq4_xs", kQK_K, sizeof(BlockIQ4_XS), true, nullptr, nullptr},
+    TypeTraits{DType::IQ4_XS, "iq4_xs", kQK_K, sizeof(BlockIQ4_XS), true, iq4_xs_to_float, nullptr},
     TypeTraits{DType::I8, "i8", 1, 1, false, nullptr, nullptr},
     TypeTraits{DType::I16, "i16", 1, 2, false, nullptr, nullptr},
     TypeTraits{DType::I32, "i32", 1, 4, false, nullptr, nullptr},

@@ -1,0 +1,11 @@
+#pragma once
+// Reference dequantizers of IQ4_NL (32-blocks) and IQ4_XS (256-blocks), both
+// indexing kIQ4NLValues; bit-exact with ggml's dequantize_row_iq4_nl/_xs.
+#include <cstdint>
+
+namespace kiln::quant {
+
+void iq4_nl_to_float(const void* src, float* dst, int64_t n);
+void iq4_xs_to_float(const void* src, float* dst, int64_t n);
+
+}  // namespace kiln::quant
