@@ -185,7 +185,7 @@ std::pair<int64_t, int64_t> sub_range(int64_t rows) {
 
 TEST_CASE("matmul: type facts", "[kernels][matmul]") {
     for (DType t : kTypes) CHECK(matmul_supports(t));
-    CHECK_FALSE(matmul_supports(DType::Q4_1));
+    CHECK_FALSE(matmul_supports(DType::IQ2_XXS));
     CHECK_FALSE(matmul_supports(DType::I32));
     CHECK(vec_dot_type(DType::F32) == DType::F32);
     CHECK(vec_dot_type(DType::F16) == DType::F32);

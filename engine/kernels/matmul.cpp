@@ -17,7 +17,12 @@ DType vec_dot_type(DType weight_type) noexcept {
     // dot product; float weights keep float activations (no precision lost).
     switch (weight_type) {
         case DType::Q8_0:
-        case DType::Q4_0: return DType::Q8_0;
+        case DType::Q4_0:
+        case DType::Q5_0:
+        case DType::IQ4_NL: return DType::Q8_0;
+        case DType::Q4_1:
+        case DType::Q5_1: return DType::Q8_1;
+        case DType::IQ4_XS:
         case DType::Q2_K:
         case DType::Q3_K:
         case DType::Q4_K:
@@ -40,6 +45,11 @@ bool matmul_supports(DType weight_type) noexcept {
         case DType::BF16:
         case DType::Q8_0:
         case DType::Q4_0:
+        case DType::Q4_1:
+        case DType::Q5_0:
+        case DType::Q5_1:
+        case DType::IQ4_NL:
+        case DType::IQ4_XS:
         case DType::Q2_K:
         case DType::Q3_K:
         case DType::Q4_K:

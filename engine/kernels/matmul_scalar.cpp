@@ -12,6 +12,7 @@
 
 #include "engine/core/half.h"
 #include "engine/kernels/dot_kquants_ref.h"
+#include "engine/kernels/dot_legacy_ref.h"
 #include "engine/kernels/matmul_impl.h"
 #include "engine/quant/blocks.h"
 #include "engine/quant/reference.h"
@@ -91,6 +92,11 @@ DotFn dot_for(DType type) noexcept {
         case DType::Q4_K: return dot_q4_k_q8_k_ref;
         case DType::Q5_K: return dot_q5_k_q8_k_ref;
         case DType::Q6_K: return dot_q6_k_q8_k_ref;
+        case DType::Q4_1: return dot_q4_1_q8_1_ref;
+        case DType::Q5_0: return dot_q5_0_q8_0_ref;
+        case DType::Q5_1: return dot_q5_1_q8_1_ref;
+        case DType::IQ4_NL: return dot_iq4_nl_q8_0_ref;
+        case DType::IQ4_XS: return dot_iq4_xs_q8_k_ref;
         default: return nullptr;
     }
 }

@@ -20,7 +20,7 @@ const GgufTensor* find(const GgufFile& f, const std::string& name, const std::ve
     switch (role) {
         case Role::Matrix:
             if (!kernels::matmul_supports(t->type))
-                fail("model", "{}: tensor '{}' has type {}, which kiln cannot multiply with (f32, f16, bf16, q8_0, q4_0, q2_K, q3_K, q4_K, q5_K, q6_K)",
+                fail("model", "{}: tensor '{}' has type {}, which kiln cannot multiply with (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, iq4_xs, q2_K-q6_K)",
                      f.name(), name, dtype_name(t->type));
             break;
         case Role::Vector:

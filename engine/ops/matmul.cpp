@@ -66,7 +66,7 @@ NodeId matmul(Graph& g, NodeId w, NodeId x) {
     const Node& xn = g.node(x);
     require_type(OpKind::MatMul, xn, DType::F32, "the activations");
     if (!kernels::matmul_supports(wn.type))
-        shape_error(OpKind::MatMul, "weights of type {} are not supported (f32, f16, bf16, q8_0, q4_0, q2_K, q3_K, q4_K, q5_K, q6_K are)",
+        shape_error(OpKind::MatMul, "weights of type {} are not supported (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, iq4_xs, q2_K, q3_K, q4_K, q5_K, q6_K are)",
                     dtype_name(wn.type));
     if (wn.shape.rank > 2 || wn.shape.ne[0] != xn.shape.ne[0])
         shape_error(OpKind::MatMul, "weights {} do not fit activations {} (rows of {} expected)", wn.shape.str(),

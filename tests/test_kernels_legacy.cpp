@@ -1,0 +1,139 @@
+// Q4_1, Q5_0, Q5_1, IQ4_NL and IQ4_XS weights in matmul (engine/kernels/dot_legacy_ref.h).
+//
+// Weights: llama-quantize's bytes (quantized.<type>, 24 rows of 512) and random
+// blocks (blocks.<type>) of tests/fixtures/quant_types.gguf; activations: seeded
+// normal floats prepared by the kernel set (Q8_0, Q8_1 or Q8_K, as ggml pairs them).
+//
+// Expected value: a double-precision dot of the dequantized weights (the traits
+// table's to_float, checked bit for bit against gguf-py elsewhere) and the
+// dequantized prepared activations. Two things separate the kernels from it:
+//  * float rounding: exact int32 block sums, then a few float operations per
+//    block and one addition per block: at most (blocks + 4) float epsilons of
+//    M1 = Σ_e |w_e - m_b|·|x_e| + Σ_b |m_b·s_b| (m_b the block minimum of Q4_1/Q5_1);
+//  * the minimum term m_b·s_b uses Q8_1's s = fp16(d·Σq), not d·Σq itself: at
+//    most 2^-11 (half an fp16 ulp) of M2 = Σ_b |m_b·s_b| per the rounding of s.
+// So |kernel - expected| <= (blocks + 4)·FLT_EPSILON·M1 + 2^-11·(1 + 1e-6)·M2.
+// Every available kernel set is held to the same bound.
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "engine/core/dtype.h"
+#include "engine/core/half.h"
+#include "engine/kernels/matmul.h"
+#include "formats/gguf/gguf_file.h"
+#include "support/paths.h"
+
+using kiln::DType;
+using namespace kiln::kernels;
+
+namespace {
+
+constexpr DType kLegacyTypes[] = {DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::IQ4_XS};
+
+const kiln::GgufFile& fixture() {
+    static const kiln::GgufFile file = kiln::GgufFile::open(kiln::test::fixtures_dir() / "quant_types.gguf");
+    return file;
+}
+
+float half_at(const std::byte* p) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return kiln::fp16_to_fp32(h);
+}
+
+// Q4_1 and Q5_1 blocks keep their minimum in the fp16 after the scale.
+bool has_minimum(DType t) { return t == DType::Q4_1 || t == DType::Q5_1; }
+
+struct Expected {
+    double value = 0, bound = 0;
+};
+
+Expected expected_dot(DType type, int64_t k, const std::byte* w, const std::byte* x) {
+    const auto& wt = kiln::type_traits(type);
+    const DType xtype = vec_dot_type(type);
+    const auto& xt = kiln::type_traits(xtype);
+    std::vector<float> wf(static_cast<size_t>(k)), xf(static_cast<size_t>(k));
+    wt.to_float(w, wf.data(), k);
+    xt.to_float(x, xf.data(), k);
+    const int64_t bs = wt.block_size, blocks = k / bs;
+    double value = 0, m1 = 0, m2 = 0;
+    for (int64_t b = 0; b < blocks; ++b) {
+        const double m = has_minimum(type) ? half_at(w + b * static_cast<int64_t>(wt.block_bytes) + 2) : 0.0;
+        for (int64_t e = b * bs; e < (b + 1) * bs; ++e) {
+            value += static_cast<double>(wf[e]) * xf[e];
+            m1 += std::fabs(wf[e] - m) * std::fabs(xf[e]);
+        }
+        if (has_minimum(type)) {
+            // Q8_1 blocks of 32: s is the fp16 after d.
+            const int64_t per = bs / xt.block_size;
+            for (int64_t i = 0; i < per; ++i) {
+                const double s = half_at(x + (b * per + i) * static_cast<int64_t>(xt.block_bytes) + 2);
+                m2 += std::fabs(m * s);
+            }
+        }
+    }
+    const double bound = static_cast<double>(blocks + 4) * FLT_EPSILON * (m1 + m2) + std::ldexp(1.0, -11) * (1 + 1e-6) * m2 +
+                         FLT_MIN;
+    return {value, bound};
+}
+
+std::vector<float> activations(int64_t n, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    std::vector<float> x(static_cast<size_t>(n));
+    for (auto& v : x) v = dist(rng);
+    return x;
+}
+
+}  // namespace
+
+TEST_CASE("legacy and IQ4 weights: types prepared as ggml pairs them", "[legacy_kernels]") {
+    CHECK(vec_dot_type(DType::Q4_1) == DType::Q8_1);
+    CHECK(vec_dot_type(DType::Q5_1) == DType::Q8_1);
+    CHECK(vec_dot_type(DType::Q5_0) == DType::Q8_0);
+    CHECK(vec_dot_type(DType::IQ4_NL) == DType::Q8_0);
+    CHECK(vec_dot_type(DType::IQ4_XS) == DType::Q8_K);
+    for (DType t : kLegacyTypes) CHECK(matmul_supports(t));
+}
+
+TEST_CASE("legacy and IQ4 weights: every kernel set's matmul equals the dequantized dot", "[legacy_kernels]") {
+    const int64_t k = 512;
+    for (DType type : kLegacyTypes) {
+        const std::string name(kiln::type_traits(type).name);
+        for (const std::string prefix : {"quantized.", "blocks."}) {
+            const kiln::GgufTensor* t = fixture().find_tensor(prefix + name);
+            REQUIRE(t != nullptr);
+            REQUIRE(t->dims[0] == static_cast<uint64_t>(k));
+            const auto rows = static_cast<int64_t>(t->dims[1]);
+            const size_t w_stride = t->data.size() / static_cast<size_t>(rows);
+            for (const MatmulKernels* set : available_matmul_kernels()) {
+                INFO(name << " " << prefix << " kernels " << set->name);
+                // 1, 3 and 5 tokens: the decode and batched paths of a set.
+                for (int64_t tokens : {1, 3, 5}) {
+                    const auto x = activations(k * tokens, static_cast<uint32_t>(tokens * 7 + rows));
+                    const size_t x_stride = prepared_row_bytes(type, k);
+                    std::vector<std::byte> prepared(x_stride * static_cast<size_t>(tokens));
+                    for (int64_t i = 0; i < tokens; ++i)
+                        set->prepare_row(type, x.data() + i * k, k, prepared.data() + i * static_cast<int64_t>(x_stride));
+                    std::vector<float> out(static_cast<size_t>(rows * tokens), NAN);
+                    set->matmul(type, k, t->data.data(), w_stride, 0, rows, prepared.data(), x_stride, tokens, out.data(),
+                                rows, nullptr);
+                    for (int64_t i = 0; i < tokens; ++i)
+                        for (int64_t r = 0; r < rows; ++r) {
+                            const Expected e = expected_dot(type, k, t->data.data() + r * static_cast<int64_t>(w_stride),
+                                                            prepared.data() + i * static_cast<int64_t>(x_stride));
+                            const double got = out[static_cast<size_t>(i * rows + r)];
+                            INFO("row " << r << " token " << i << " got " << got << " expected " << e.value);
+                            CHECK(std::fabs(got - e.value) <= e.bound);
+                        }
+                }
+            }
+        }
+    }
+}
