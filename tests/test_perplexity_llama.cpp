@@ -146,3 +146,37 @@ TEST_CASE("kiln-perplexity's default method equals llama-perplexity's PPL and un
     CHECK(std::abs(stat(o, "Same top p").first - fx["Same_top_p"]) < 0.5);
     CHECK(stat(o, "Same top p").second == Approx(fx["Same_top_p_unc"]).epsilon(0.2));
 }
+
+TEST_CASE("llama-quantize's mixes written by kiln-convert score as llama-perplexity scores llama-quantize's files",
+          "[cli][perplexity][llama_ppl]") {
+    // kiln-convert's bytes of these mixes equal llama-quantize's (test_quant_mix.cpp);
+    // here the whole path, quantizers and kernels, meets llama-perplexity's PPL.
+    // stories260K's rows are no whole 256-blocks, so the K-quant mixes fall back:
+    // q4_k_m to Q5_0 (+ Q8_0, F16), q5_k_m to Q5_1, q6_k to Q8_0. Measured
+    // differences: q5_k_m 0.001%, q6_k 0.04% (as Q8_0 above), q4_k_m 0.18%: the
+    // Q5_0 matrices' products equal the dequantized dot within float rounding
+    // (test_kernels_legacy.cpp) and the bytes are llama-quantize's, so the 0.18%
+    // is an activation rounding upstream that this test does not yet explain;
+    // it is held to 0.25% until it is, the others to 0.1%.
+    auto fx = read_fixture();
+    test::TempDir dir;
+    const auto all = test::read_file(test::shared_dir() / "data" / "tinyshakespeare.txt");
+    test::write_file(dir.path() / "text.txt", std::span(all).first(static_cast<size_t>(fx["bytes"])));
+    const std::string text = test::shell_quote((dir.path() / "text.txt").string());
+    const std::string f32 = test::shell_quote((test::shared_models_dir() / "stories260K.gguf").string());
+    const std::string ctx = fmt::format(" -c {} -t 1", fx["ctx"]);
+    for (const auto& [mix, tolerance] : {std::pair{"q4_k_m", 2.5e-3}, {"q5_k_m", 1e-3}, {"q6_k", 1e-3}}) {
+        INFO(mix);
+        const std::string path = test::shell_quote((dir.path() / (std::string(mix) + ".gguf")).string());
+        REQUIRE(test::run_tool("kiln-convert", f32 + " -o " + path + " --type " + mix).status == 0);
+        const auto run = test::run_tool("kiln-perplexity", "-m " + path + " -f " + text + ctx);
+        INFO(run.err);
+        REQUIRE(run.status == 0);
+        double ppl = 0, unc = 0;
+        const size_t at = run.err.find("Final estimate: PPL = ");
+        REQUIRE(at != std::string::npos);
+        REQUIRE(std::sscanf(run.err.c_str() + at, "Final estimate: PPL = %lf +/- %lf", &ppl, &unc) == 2);
+        CHECK(ppl == Approx(fx["ppl_" + std::string(mix)]).epsilon(tolerance));
+        CHECK(unc == Approx(fx["ppl_" + std::string(mix) + "_unc"]).epsilon(0.02));
+    }
+}

@@ -9,7 +9,10 @@ Tiny Shakespeare):
      "Final estimate: PPL = x +/- y";
   2. the same on the Q8_0 model that kiln-convert --type q8_0 writes;
   3. --kl-divergence-base with the F32 model, then --kl-divergence with the
-     Q8_0 model: the statistics block.
+     Q8_0 model: the statistics block;
+  4. for each mix of MIXES, llama-perplexity on llama-quantize's file of the
+     F32 model (ppl_<mix>): the test scores kiln-convert's file of the same
+     mix, so both the quantizers and the kernels meet llama.cpp's numbers.
 
 usage: [KILN_SHARED_DIR=...] make_llama_perplexity_fixture.py KILN_CONVERT [LLAMA_BIN_DIR]
 (the shared folder defaults to the one beside the checkout)
@@ -27,6 +30,9 @@ MODEL = os.path.join(SHARED, "models", "stories260K.gguf")
 TEXT = os.path.join(SHARED, "data", "tinyshakespeare.txt")
 OUT = os.path.join(ROOT, "tests", "fixtures", "llama", "stories260K_llama_perplexity.txt")
 BYTES, CTX = 20000, 128
+# stories260K's rows (64, 172) are no whole K-quant blocks: these mixes fall
+# back to Q5_0/Q5_1/Q8_0/F16 on the way, so they exercise those types too.
+MIXES = ["q4_k_m", "q5_k_m", "q6_k", "q3_k_m", "q2_k"]
 
 
 def run(args):
@@ -60,6 +66,12 @@ def main():
         base = os.path.join(tmp, "base.kld")
         run([ppl_tool, "-m", MODEL, "-f", text] + common + ["--kl-divergence-base", base])
         out, _ = run([ppl_tool, "-m", q8_0, "-f", text] + common + ["--kl-divergence-base", base, "--kl-divergence"])
+        mixes = {}
+        for mix in MIXES:
+            path = os.path.join(tmp, mix + ".gguf")
+            run([os.path.join(bin_dir, "llama-quantize"), MODEL, path, mix.upper(), "1"])
+            _, err = run([ppl_tool, "-m", path, "-f", text] + common)
+            mixes[mix] = final_estimate(err)
     stats = []
     for line in out.splitlines():
         m = re.match(r"^(.+?)\s*:\s*(-?[0-9.]+)\s*(?:±\s*(-?[0-9.]+))?\s*%?$", line.strip())
@@ -75,6 +87,8 @@ def main():
         f.write(f"bytes {BYTES}\nctx {CTX}\nwindows {len(chunks)}\n")
         f.write(f"chunk1 {chunks[0][1]}\nchunk_last {chunks[-1][1]}\n")
         f.write(f"ppl_f32 {f32[0]}\nppl_f32_unc {f32[1]}\nppl_q8_0 {q8[0]}\nppl_q8_0_unc {q8[1]}\n")
+        for mix, (ppl, unc) in mixes.items():
+            f.write(f"ppl_{mix} {ppl}\nppl_{mix}_unc {unc}\n")
         f.write("# --kl-divergence of the Q8_0 model against the F32 base (Δp and Same top p in %)\n")
         for key, value in stats:
             f.write(f"{key} {value}\n")
