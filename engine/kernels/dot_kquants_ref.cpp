@@ -9,11 +9,7 @@
 
 // Same floating-point rules as the reference quantizers (no FMA contraction),
 // so the one multiply-subtract per super-block rounds as ggml's C does.
-#if defined(__clang__)
-#pragma clang fp contract(off)
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
+#include "engine/core/no_fp_contract.h"
 
 namespace kiln::kernels {
 namespace {

@@ -8,11 +8,7 @@
 // The per-block float arithmetic is ggml's, in its order; no FMA contraction so
 // the reference rounds exactly as written (the SIMD sets are tested against it
 // with a tolerance, not for equal bits).
-#if defined(__clang__)
-#pragma clang fp contract(off)
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
+#include "engine/core/no_fp_contract.h"
 
 namespace kiln::kernels {
 namespace {

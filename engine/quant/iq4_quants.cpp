@@ -6,12 +6,8 @@
 #include "engine/core/half.h"
 #include "engine/quant/blocks.h"
 
-// Reference file: no FMA contraction, as ggml's C code (see reference.cpp).
-#if defined(__clang__)
-#pragma clang fp contract(off)
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
+// Reference file: no FMA contraction, as ggml's C code (see engine/core/no_fp_contract.h).
+#include "engine/core/no_fp_contract.h"
 
 namespace kiln::quant {
 namespace {

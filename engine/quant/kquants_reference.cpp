@@ -11,12 +11,8 @@
 #include "engine/quant/rounding.h"
 
 // Bit-exactness with ggml's C needs every product rounded before the following
-// addition: no fused multiply-add (see engine/quant/reference.cpp).
-#if defined(__clang__)
-#pragma clang fp contract(off)
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
+// addition: no fused multiply-add (see engine/core/no_fp_contract.h).
+#include "engine/core/no_fp_contract.h"
 
 namespace kiln::quant {
 namespace {

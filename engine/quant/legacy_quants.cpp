@@ -9,12 +9,8 @@
 #include "engine/quant/blocks.h"
 
 // Reference file: ggml's C code is compiled without FMA contraction (see
-// engine/quant/reference.cpp), so `q * d + m` must round the product first.
-#if defined(__clang__)
-#pragma clang fp contract(off)
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
+// engine/core/no_fp_contract.h), so `q * d + m` must round the product first.
+#include "engine/core/no_fp_contract.h"
 
 namespace kiln::quant {
 namespace {

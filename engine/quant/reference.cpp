@@ -8,21 +8,9 @@
 #include "engine/quant/blocks.h"
 #include "engine/quant/rounding.h"
 
-// ggml's reference quantizers are C compiled in ISO mode, where `x * id + 8.5f`
-// rounds the product before the addition. In C++ GCC contracts a product and a
-// later addition into one FMA even across statements (-ffp-contract=fast is its
-// default outside ISO C), and -march=native offers FMA, which changes Q4_0 codes
-// whenever the product lands within half an ulp of a rounding boundary. The
-// fixture test (tests/test_quant_fixture.cpp) has such values. Switch
-// contraction off for this file only; fast kernels make their own choice.
-// (clang's default, -ffp-contract=on, already keeps the two statements apart;
-// an explicit -ffp-contract=fast makes clang ignore the pragma by design, and
-// the fixture test then fails rather than letting the bytes drift.)
-#if defined(__clang__)
-#pragma clang fp contract(off)
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
+// ggml's reference quantizers round every product before an addition: see
+// no_fp_contract.h (tests/test_quant_fixture.cpp has values that need it).
+#include "engine/core/no_fp_contract.h"
 
 namespace kiln::quant {
 namespace {
@@ -37,7 +25,7 @@ inline int8_t q8_code(float scaled) noexcept {
 }
 
 inline uint8_t q4_code(float scaled) noexcept {
-    const float shifted = scaled + 8.5f;  // a separate rounding, see the pragma above
+    const float shifted = scaled + 8.5f;  // a separate rounding (no_fp_contract.h)
     if (!std::isfinite(shifted)) return 8;
     // Truncation toward zero of a value in [0, 16.5], clamped: the element equal
     // to the block's signed max maps to code 0 and the opposite extreme to 15.
