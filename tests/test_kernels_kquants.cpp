@@ -264,7 +264,7 @@ TEST_CASE("kquants: every kernel set matches the scalar set", "[kquant_kernels]"
     }
 }
 
-TEST_CASE("kquants: rows claimed by several threads equal one call bit for bit", "[kquant_kernels]") {
+TEST_CASE("kquants: rows claimed by several threads equal one call bit for bit", "[kquant_kernels][threads]") {
     uint32_t seed = 9300;
     for (const MatmulKernels* set : available_matmul_kernels()) {
         for (DType type : kKTypes) {
