@@ -85,6 +85,11 @@ TEST_CASE("legacy quantizers give llama-quantize's bytes", "[legacy_quants]") {
     check_quantizer(kiln::DType::Q5_1, "q5_1");
 }
 
+TEST_CASE("IQ4_NL and IQ4_XS quantizers give llama-quantize's bytes", "[legacy_quants]") {
+    check_quantizer(kiln::DType::IQ4_NL, "iq4_nl");
+    check_quantizer(kiln::DType::IQ4_XS, "iq4_xs");
+}
+
 // Q8_1 has no llama-quantize output; its properties follow from ggml's
 // quantize_row_q8_1_ref: d = fp16(amax / 127), the largest element gets code
 // +-127, codes are round(x * 127 / amax), s = fp16(d * sum of codes).
