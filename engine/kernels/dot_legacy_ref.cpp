@@ -15,13 +15,6 @@ namespace {
 
 using namespace kiln::quant;
 
-template <class Block>
-Block load(const std::byte* base, int64_t index) noexcept {
-    Block b;
-    std::memcpy(&b, base + index * static_cast<int64_t>(sizeof(Block)), sizeof(b));
-    return b;
-}
-
 inline uint32_t high_bits(const uint8_t qh[4]) noexcept {
     uint32_t h;
     std::memcpy(&h, qh, 4);
@@ -39,8 +32,8 @@ inline void q5_codes(const uint8_t* qs, uint32_t qh, int j, int& lo, int& hi) no
 float dot_q4_1_q8_1_ref(int64_t k, const std::byte* w, const std::byte* x) noexcept {
     float sum = 0.0f;
     for (int64_t b = 0; b < k / kQK4_1; ++b) {
-        const auto wb = load<BlockQ4_1>(w, b);
-        const auto xb = load<BlockQ8_1>(x, b);
+        const auto wb = load_block<BlockQ4_1>(w, b);
+        const auto xb = load_block<BlockQ8_1>(x, b);
         int32_t sumi = 0;
         for (int j = 0; j < 16; ++j) sumi += (wb.qs[j] & 0x0F) * xb.qs[j] + (wb.qs[j] >> 4) * xb.qs[j + 16];
         sum += (fp16_to_fp32(wb.d) * fp16_to_fp32(xb.d)) * static_cast<float>(sumi) +
@@ -52,8 +45,8 @@ float dot_q4_1_q8_1_ref(int64_t k, const std::byte* w, const std::byte* x) noexc
 float dot_q5_0_q8_0_ref(int64_t k, const std::byte* w, const std::byte* x) noexcept {
     float sum = 0.0f;
     for (int64_t b = 0; b < k / kQK5_0; ++b) {
-        const auto wb = load<BlockQ5_0>(w, b);
-        const auto xb = load<BlockQ8_0>(x, b);
+        const auto wb = load_block<BlockQ5_0>(w, b);
+        const auto xb = load_block<BlockQ8_0>(x, b);
         const uint32_t qh = high_bits(wb.qh);
         int32_t sumi = 0;
         for (int j = 0; j < 16; ++j) {
@@ -69,8 +62,8 @@ float dot_q5_0_q8_0_ref(int64_t k, const std::byte* w, const std::byte* x) noexc
 float dot_q5_1_q8_1_ref(int64_t k, const std::byte* w, const std::byte* x) noexcept {
     float sum = 0.0f;
     for (int64_t b = 0; b < k / kQK5_1; ++b) {
-        const auto wb = load<BlockQ5_1>(w, b);
-        const auto xb = load<BlockQ8_1>(x, b);
+        const auto wb = load_block<BlockQ5_1>(w, b);
+        const auto xb = load_block<BlockQ8_1>(x, b);
         const uint32_t qh = high_bits(wb.qh);
         int32_t sumi = 0;
         for (int j = 0; j < 16; ++j) {
@@ -87,8 +80,8 @@ float dot_q5_1_q8_1_ref(int64_t k, const std::byte* w, const std::byte* x) noexc
 float dot_iq4_nl_q8_0_ref(int64_t k, const std::byte* w, const std::byte* x) noexcept {
     float sum = 0.0f;
     for (int64_t b = 0; b < k / kQK4_NL; ++b) {
-        const auto wb = load<BlockIQ4_NL>(w, b);
-        const auto xb = load<BlockQ8_0>(x, b);
+        const auto wb = load_block<BlockIQ4_NL>(w, b);
+        const auto xb = load_block<BlockQ8_0>(x, b);
         int32_t lo = 0, hi = 0;
         for (int j = 0; j < 16; ++j) {
             lo += xb.qs[j] * kIQ4NLValues[wb.qs[j] & 0x0F];
@@ -102,8 +95,8 @@ float dot_iq4_nl_q8_0_ref(int64_t k, const std::byte* w, const std::byte* x) noe
 float dot_iq4_xs_q8_k_ref(int64_t k, const std::byte* w, const std::byte* x) noexcept {
     float sum = 0.0f;
     for (int64_t b = 0; b < k / kQK_K; ++b) {
-        const auto wb = load<BlockIQ4_XS>(w, b);
-        const auto xb = load<BlockQ8_K>(x, b);
+        const auto wb = load_block<BlockIQ4_XS>(w, b);
+        const auto xb = load_block<BlockQ8_K>(x, b);
         const float d = fp16_to_fp32(wb.d) * xb.d;
         for (int s = 0; s < 8; ++s) {
             // Sub-block s: 4 low scale bits in a nibble of scales_l, 2 high bits in scales_h.

@@ -5,9 +5,23 @@
 // Blocks are packed back to back in a tensor and a block is 34 or 18 bytes, so
 // inside a GGUF file (only 32-byte aligned as a whole) most blocks are not
 // 2-byte aligned: read and write them with memcpy, not by casting a pointer.
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace kiln::quant {
+
+// Block `index` of a tensor's data (any alignment), and the way back.
+template <class Block>
+inline Block load_block(const void* data, int64_t index) noexcept {
+    Block block;
+    std::memcpy(&block, static_cast<const std::byte*>(data) + index * static_cast<int64_t>(sizeof(Block)), sizeof(Block));
+    return block;
+}
+template <class Block>
+inline void store_block(void* data, int64_t index, const Block& block) noexcept {
+    std::memcpy(static_cast<std::byte*>(data) + index * static_cast<int64_t>(sizeof(Block)), &block, sizeof(Block));
+}
 
 inline constexpr int64_t kQK8_0 = 32;  // elements per Q8_0 block
 inline constexpr int64_t kQK4_0 = 32;  // elements per Q4_0 block

@@ -12,13 +12,6 @@
 namespace kiln::quant {
 namespace {
 
-template <typename Block>
-Block load_block(const void* src, int64_t index) {
-    Block block;
-    std::memcpy(&block, static_cast<const std::byte*>(src) + index * static_cast<int64_t>(sizeof(Block)), sizeof(Block));
-    return block;
-}
-
 // One 32-element group of table codes, nibble order as Q4_0.
 void decode_group(const uint8_t* qs, float d, float* y) {
     for (int j = 0; j < 16; ++j) {

@@ -87,7 +87,6 @@ void pack_codes(const uint8_t* L, uint8_t* qs, int groups) noexcept {
 }  // namespace
 
 void iq4_nl_from_float_ref(const float* src, void* dst, int64_t n) {
-    auto* out = static_cast<std::byte*>(dst);
     for (int64_t b = 0; b < n / kQK4_NL; ++b) {
         const float* x = src + b * kQK4_NL;
         uint8_t L[32];
@@ -98,12 +97,11 @@ void iq4_nl_from_float_ref(const float* src, void* dst, int64_t n) {
         const float id = d != 0.0f ? 1 / d : 0;
         for (int j = 0; j < 32; ++j) L[j] = static_cast<uint8_t>(nearest_entry(id * x[j]));
         pack_codes(L, block.qs, 1);
-        std::memcpy(out + b * static_cast<int64_t>(sizeof(block)), &block, sizeof(block));
+        store_block(dst, b, block);
     }
 }
 
 void iq4_xs_from_float_ref(const float* src, void* dst, int64_t n) {
-    auto* out = static_cast<std::byte*>(dst);
     for (int64_t b = 0; b < n / kQK_K; ++b) {
         const float* x = src + b * kQK_K;
         uint8_t L[kQK_K];
@@ -133,7 +131,7 @@ void iq4_xs_from_float_ref(const float* src, void* dst, int64_t n) {
             block.scales_h = static_cast<uint16_t>(block.scales_h | (high << (2 * g)));
         }
         pack_codes(L, block.qs, 8);
-        std::memcpy(out + b * static_cast<int64_t>(sizeof(block)), &block, sizeof(block));
+        store_block(dst, b, block);
     }
 }
 

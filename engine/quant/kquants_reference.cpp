@@ -17,18 +17,6 @@
 namespace kiln::quant {
 namespace {
 
-template <class Block>
-Block load_block(const void* src, int64_t i) noexcept {
-    Block b;
-    std::memcpy(&b, static_cast<const std::byte*>(src) + i * static_cast<int64_t>(sizeof(Block)), sizeof(Block));
-    return b;
-}
-
-template <class Block>
-void store_block(void* dst, int64_t i, const Block& b) noexcept {
-    std::memcpy(static_cast<std::byte*>(dst) + i * static_cast<int64_t>(sizeof(Block)), &b, sizeof(Block));
-}
-
 inline int clamp_int(int v, int lo, int hi) noexcept { return std::max(lo, std::min(hi, v)); }
 
 // Q3_K's 16 six-bit scales (stored offset by 32): low nibbles in bytes 0..7

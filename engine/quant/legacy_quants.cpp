@@ -16,13 +16,6 @@ namespace kiln::quant {
 namespace {
 
 // Blocks are unaligned inside GGUF data: copy each one out.
-template <typename Block>
-Block load_block(const void* src, int64_t index) {
-    Block block;
-    std::memcpy(&block, static_cast<const std::byte*>(src) + index * static_cast<int64_t>(sizeof(Block)), sizeof(Block));
-    return block;
-}
-
 // Element j's fifth bit, as bit 4 of the code.
 int fifth_bit(const uint8_t qh[4], int j) {
     uint32_t bits;
@@ -39,11 +32,6 @@ uint8_t truncated_code(float shifted, int limit, uint8_t fallback) {
     if (!std::isfinite(shifted) || shifted < 0.0f || shifted >= 128.0f) return fallback;
     const int code = static_cast<int>(shifted);
     return static_cast<uint8_t>(code < limit ? code : limit);
-}
-
-template <typename Block>
-void store_block(void* dst, int64_t index, const Block& block) {
-    std::memcpy(static_cast<std::byte*>(dst) + index * static_cast<int64_t>(sizeof(Block)), &block, sizeof(Block));
 }
 
 struct MinMax {
