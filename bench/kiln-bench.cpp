@@ -36,6 +36,8 @@
 #include "bench/machine_limits.h"
 #include "engine/core/error.h"
 #include "engine/kernels/matmul.h"
+#include "engine/models/architectures.h"
+#include "engine/models/decoder_lm.h"
 #include "engine/models/llama.h"
 #include "engine/quant/file_type.h"
 #include "engine/runtime/thread_pool.h"
@@ -168,7 +170,7 @@ struct ModelInfo {
 
 // llama.cpp's size class of a Llama model (llm_type_name of the type its
 // load_hparams picks from the layer count), "?B" for shapes it does not name.
-std::string llama_size_class(const kiln::LlamaConfig& c, uint32_t n_expert) {
+std::string llama_size_class(const kiln::arch::LlamaParams& c, uint32_t n_expert) {
     if (n_expert == 8) return c.n_layers == 32 ? "8x7B" : c.n_layers == 56 ? "8x22B" : "?B";
     switch (c.n_layers) {
         case 16:
@@ -186,8 +188,9 @@ std::string llama_size_class(const kiln::LlamaConfig& c, uint32_t n_expert) {
 }
 
 // llama-bench's model_type: "llama 1B Q4_K - Medium" (architecture, size class,
-// file type name; " (guessed)" when the file has no general.file_type).
-std::string llama_model_type(const kiln::LlamaModel& model) {
+// file type name; " (guessed)" when the file has no general.file_type). Size
+// classes are named for llama only; other architectures get "?B".
+std::string model_type(const kiln::DecoderLm& model) {
     const kiln::GgufFile& file = model.file();
     std::vector<kiln::DType> types;
     for (const kiln::GgufTensor& t : file.tensors()) types.push_back(t.type);
@@ -195,23 +198,46 @@ std::string llama_model_type(const kiln::LlamaModel& model) {
         const kiln::GgufValue* v = file.find(key);
         return v ? v->as_int() : std::nullopt;
     };
+    const std::string& arch = model.arch().name();
+    std::string size_class = "?B";
+    if (arch == kiln::arch::kLlama) {
+        const std::optional<int64_t> experts = number(fmt::format("{}.expert_count", arch));
+        size_class = llama_size_class(kiln::llama_params(model.arch()), experts ? static_cast<uint32_t>(*experts) : 0);
+    }
     const std::optional<int64_t> file_type = number("general.file_type");
-    const std::optional<int64_t> experts = number("llama.expert_count");
-    return fmt::format("llama {} {}", llama_size_class(model.config(), experts ? static_cast<uint32_t>(*experts) : 0),
+    return fmt::format("{} {} {}", arch, size_class,
                        kiln::describe_file_type(file_type ? std::optional(static_cast<uint32_t>(*file_type)) : std::nullopt,
                                                 types));
 }
 
-ModelInfo describe(const std::string& path, const kiln::LlamaModel& model) {
+// The weight bytes one decode step reads: every matrix, but of an embedding
+// table only one row (unless the head is tied to it and reads it all).
+uint64_t decode_step_bytes(const kiln::DecoderLm& model) {
+    const kiln::GgufFile& file = model.file();
+    const std::vector<kiln::arch::TensorSpec> specs = model.arch().tensor_specs();
+    bool tied = false;  // an optional matrix absent: the head is the first table
+    for (const kiln::arch::TensorSpec& s : specs)
+        if (s.role == kiln::arch::TensorRole::Matrix && s.optional && file.find_tensor(s.name) == nullptr) tied = true;
+    uint64_t bytes = model.info().weight_bytes;
+    bool first_table = true;
+    for (const kiln::arch::TensorSpec& s : specs) {
+        if (s.role != kiln::arch::TensorRole::Table) continue;
+        const kiln::GgufTensor* t = file.find_tensor(s.name);
+        const bool whole = tied && first_table;
+        first_table = false;
+        if (t == nullptr || whole) continue;
+        bytes = bytes - t->data.size() + t->data.size() / t->dims[1];
+    }
+    return bytes;
+}
+
+ModelInfo describe(const std::string& path, const kiln::DecoderLm& model) {
     ModelInfo m;
     m.filename = path;
-    m.size = model.weight_bytes();
-    m.n_params = model.parameter_count();
-    m.type = llama_model_type(model);
-    const kiln::GgufTensor& embd = model.token_embedding();
-    const bool tied = &model.output() == &embd;
-    const uint64_t embd_row = embd.data.size() / static_cast<uint64_t>(model.config().n_vocab);
-    m.step_bytes = m.size - (tied ? 0 : embd.data.size()) + embd_row;
+    m.size = model.info().weight_bytes;
+    m.n_params = model.info().parameters;
+    m.type = model_type(model);
+    m.step_bytes = decode_step_bytes(model);
     return m;
 }
 
@@ -271,7 +297,7 @@ std::vector<int32_t> random_tokens(std::mt19937& rng, int64_t n, int64_t n_vocab
 
 // Seconds of one pp or tg run from an empty cache. The ids are drawn before the
 // clock starts.
-double run_once(kiln::LlamaContext& ctx, kiln::ThreadPool& pool, std::mt19937& rng, int64_t n_prompt, int64_t n_gen,
+double run_once(kiln::CausalSession& ctx, kiln::ThreadPool& pool, std::mt19937& rng, int64_t n_prompt, int64_t n_gen,
                 int64_t n_vocab) {
     const std::vector<int32_t> tokens = random_tokens(rng, std::max(n_prompt, n_gen), n_vocab);
     ctx.reset();
@@ -469,7 +495,7 @@ int run(const Options& o) {
     // typo in the last name does not cost the whole run.
     struct Loaded {
         std::shared_ptr<const kiln::GgufFile> file;
-        std::unique_ptr<kiln::LlamaModel> model;
+        std::unique_ptr<kiln::CausalLm> model;
         ModelInfo info;
     };
     std::vector<Loaded> models;
@@ -477,8 +503,8 @@ int run(const Options& o) {
         Loaded l;
         l.file = std::make_shared<const kiln::GgufFile>(kiln::GgufFile::open(path));
         if (o.check_tensors) kiln::cli::check_tensors(*l.file);
-        l.model = std::make_unique<kiln::LlamaModel>(l.file);
-        l.info = describe(path, *l.model);
+        l.model = kiln::load_causal_lm(l.file);
+        l.info = describe(path, dynamic_cast<const kiln::DecoderLm&>(*l.model));
         models.push_back(std::move(l));
     }
 
@@ -499,11 +525,13 @@ int run(const Options& o) {
     printer.header();
     std::mt19937 rng(1234);
     for (const Loaded& l : models) {
-        const int64_t n_vocab = l.model->config().n_vocab;
+        const int64_t n_vocab = l.model->info().n_vocab;
         int64_t n_ctx = 1;
         for (int64_t p : o.n_prompt) n_ctx = std::max(n_ctx, p);
         for (int64_t n : o.n_gen) n_ctx = std::max(n_ctx, n);
-        kiln::LlamaContext ctx(*l.model, n_ctx, kiln::Executor::Mode::Fast, o.cache_type);
+        const std::unique_ptr<kiln::CausalSession> session =
+            l.model->new_session(n_ctx, 1, kiln::Executor::Mode::Fast, o.cache_type);
+        kiln::CausalSession& ctx = *session;
         for (int threads : o.threads) {
             kiln::ThreadPool pool(threads);
             std::vector<std::pair<int64_t, int64_t>> tests;

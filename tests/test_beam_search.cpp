@@ -8,7 +8,7 @@
 #include <map>
 #include <random>
 
-#include "engine/models/gpt2.h"
+#include "engine/models/architectures.h"
 #include "engine/runtime/beam_search.h"
 #include "engine/runtime/thread_pool.h"
 #include "support/paths.h"
@@ -102,13 +102,13 @@ TEST_CASE("a beam wide enough to keep everything finds every sequence, scored ex
 
 TEST_CASE("one beam is greedy decoding", "[beam]") {
     const auto file = std::make_shared<GgufFile>(GgufFile::open(test::fixtures_dir() / "gpt2" / "tiny_nobias.gguf"));
-    const Gpt2Model model(file);
+    const auto model = load_causal_lm(file);
     ThreadPool pool(2);
     const std::vector<int32_t> prompt{3, 14, 15, 9, 26};
     const int32_t eos = GENERATE(-1, 7);
     std::vector<int32_t> greedy;
     {
-        auto s = model.new_session(40, 1, Executor::Mode::Fast);
+        auto s = model->new_session(40, 1, Executor::Mode::Fast);
         auto logits = s->eval(prompt, pool);
         for (int i = 0; i < 20; ++i) {
             const auto t = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
@@ -117,14 +117,14 @@ TEST_CASE("one beam is greedy decoding", "[beam]") {
             logits = s->eval(std::span(&greedy.back(), 1), pool);
         }
     }
-    auto s = model.new_session(40, 1, Executor::Mode::Fast);
+    auto s = model->new_session(40, 1, Executor::Mode::Fast);
     const auto first = s->eval(prompt, pool);
     std::vector<int32_t> slots;
     BeamParams p;
     p.beams = 1;
     p.max_tokens = 20;
     p.eos = eos;
-    const auto found = beam_search(first, model.config().n_vocab, p, [&](auto parents, auto tokens) {
+    const auto found = beam_search(first, model->info().n_vocab, p, [&](auto parents, auto tokens) {
         s->reorder(parents);
         slots.resize(tokens.size());
         for (size_t i = 0; i < slots.size(); ++i) slots[i] = static_cast<int32_t>(i);

@@ -6,7 +6,7 @@
 #include <cstdio>
 
 #include "convert/convert.h"
-#include "engine/models/llama.h"
+#include "engine/models/architectures.h"
 #include "formats/checkpoint/safetensors.h"
 #include "formats/gguf/gguf_file.h"
 #include "support/paths.h"
@@ -138,10 +138,10 @@ TEST_CASE("PyTorch checkpoints convert to GGUF files whose logits match PyTorch"
         INFO(stem << ": " << run.err);
         REQUIRE(run.status == 0);
         auto file = std::make_shared<const GgufFile>(GgufFile::open(out));
-        const LlamaModel model(file);
-        LlamaContext ctx(model, 32);
+        const auto model = load_causal_lm(file);
+        auto ctx = model->new_session(32, 1, Executor::Mode::Fast);
         ThreadPool pool(2);
-        const auto logits = ctx.eval(tokens, pool, /*all_logits=*/true);
+        const auto logits = ctx->eval(tokens, pool, /*all_logits=*/true);
         REQUIRE(logits.size() == want.size());
         float worst = 0;
         for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::abs(logits[i] - want[i]));

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "convert/convert.h"
-#include "engine/models/causal_lm.h"
+#include "engine/models/architectures.h"
 #include "engine/models/transformer.h"
 #include "engine/runtime/beam_search.h"
 #include "engine/runtime/thread_pool.h"

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine/models/architectures.h"
+#include "engine/models/decoder_lm.h"
 #include "engine/models/gpt2.h"
 #include "engine/runtime/thread_pool.h"
 #include "support/paths.h"
@@ -35,10 +37,10 @@ TEST_CASE("gpt2 logits and greedy tokens match the PyTorch reference", "[gpt2]")
     const auto mode = GENERATE(Executor::Mode::Fast, Executor::Mode::Reference);
     const int threads = GENERATE(1, 3);
     INFO(name << " mode " << static_cast<int>(mode) << " threads " << threads);
-    const Gpt2Model model(open_fixture(name + ".gguf"));
-    CHECK(model.config().head_dim == 12);
+    const auto model = load_causal_lm(open_fixture(name + ".gguf"));
+    CHECK(gpt2_params(dynamic_cast<const DecoderLm&>(*model).arch()).head_dim() == 12);
     ThreadPool pool(threads);
-    auto session = model.new_session(model.config().n_ctx_train, 1, mode);
+    auto session = model->new_session(model->info().n_ctx_train, 1, mode);
 
     const auto tokens = test::values_of<int32_t>(expected().get_tensor(name + ".tokens"));
     const auto want = test::values_of<float>(expected().get_tensor(name + ".logits"));
@@ -60,11 +62,11 @@ TEST_CASE("gpt2 logits and greedy tokens match the PyTorch reference", "[gpt2]")
 }
 
 TEST_CASE("gpt2 refuses a context longer than its position table", "[gpt2]") {
-    const Gpt2Model model(open_fixture("tiny_bias.gguf"));
-    CHECK_THROWS_WITH(model.new_session(model.config().n_ctx_train + 1, 1, Executor::Mode::Fast),
+    const auto model = load_causal_lm(open_fixture("tiny_bias.gguf"));
+    CHECK_THROWS_WITH(model->new_session(model->info().n_ctx_train + 1, 1, Executor::Mode::Fast),
                       Catch::Contains("positions this gpt2 model has"));
     ThreadPool pool(1);
-    auto session = model.new_session(4, 1, Executor::Mode::Fast);
+    auto session = model->new_session(4, 1, Executor::Mode::Fast);
     const std::vector<int32_t> five{1, 2, 3, 4, 5};
     CHECK_THROWS_WITH(session->eval(five, pool), Catch::Contains("do not fit the context"));
     const std::vector<int32_t> bad{1, 999};

@@ -12,7 +12,7 @@
 
 #include "engine/core/half.h"
 #include "engine/graph/executor.h"
-#include "engine/models/causal_lm.h"
+#include "engine/models/architectures.h"
 #include "engine/models/sequence_slots.h"
 #include "engine/ops/ops.h"
 #include "engine/runtime/thread_pool.h"

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine/models/architectures.h"
+#include "engine/models/decoder_lm.h"
 #include "engine/models/llama.h"
 #include "support/paths.h"
 #include "support/tensor_data.h"
@@ -19,7 +21,7 @@ namespace {
 struct Fixture {
     std::shared_ptr<const GgufFile> model_file =
         std::make_shared<GgufFile>(GgufFile::open(test::shared_models_dir() / "stories260K.gguf"));
-    LlamaModel model{model_file};
+    std::unique_ptr<CausalLm> model = load_causal_lm(model_file);
     GgufFile ref = GgufFile::open(test::fixtures_dir() / "llama" / "stories260K_reference.gguf");
     int64_t prompts() const { return ref.get_int("fixture.prompts"); }
     std::vector<int32_t> ints(const std::string& name) const { return test::values_of<int32_t>(ref.get_tensor(name)); }
@@ -45,13 +47,13 @@ int32_t argmax(std::span<const float> logits) {
 }  // namespace
 
 TEST_CASE("stories260K hyper-parameters come from the GGUF metadata", "[llama]") {
-    const LlamaConfig& c = fixture().model.config();
+    const arch::LlamaParams& c = llama_params(dynamic_cast<const DecoderLm&>(*fixture().model).arch());
     CHECK(c.n_vocab == 512);
     CHECK(c.dim == 64);
     CHECK(c.n_layers == 5);
     CHECK(c.n_heads == 8);
     CHECK(c.n_kv_heads == 4);
-    CHECK(c.head_dim == 8);
+    CHECK(c.head_dim() == 8);
     CHECK(c.ffn_dim == 172);
     CHECK(c.n_rot == 8);
 }
@@ -62,8 +64,8 @@ TEST_CASE("batched prompt logits match PyTorch within 1e-4", "[llama]") {
     for (int64_t p = 0; p < f.prompts(); ++p) {
         const std::string name = fmt::format("p{}.", p);
         const auto tokens = f.ints(name + "tokens");
-        LlamaContext ctx(f.model, 256);
-        const auto logits = ctx.eval(tokens, pool, /*all_logits=*/true);
+        auto ctx = f.model->new_session(256, 1, Executor::Mode::Fast);
+        const auto logits = ctx->eval(tokens, pool, /*all_logits=*/true);
         INFO("prompt " << p);
         CHECK(max_abs_diff(logits, f.floats(name + "logits")) < 1e-4f);
     }
@@ -77,10 +79,10 @@ TEST_CASE("greedy decoding through the KV cache reproduces PyTorch's 100 tokens"
         const auto tokens = f.ints(name + "tokens");
         const auto expected = f.ints(name + "greedy");
         const auto tail_logits = f.floats(name + "greedy_logits");
-        const size_t vocab = static_cast<size_t>(f.model.config().n_vocab);
+        const size_t vocab = static_cast<size_t>(f.model->info().n_vocab);
         const size_t tail = tail_logits.size() / vocab;
-        LlamaContext ctx(f.model, 256);
-        auto logits = ctx.eval(tokens, pool);
+        auto ctx = f.model->new_session(256, 1, Executor::Mode::Fast);
+        auto logits = ctx->eval(tokens, pool);
         std::vector<int32_t> generated;
         for (size_t step = 0; step < expected.size(); ++step) {
             if (step >= expected.size() - tail) {
@@ -89,7 +91,7 @@ TEST_CASE("greedy decoding through the KV cache reproduces PyTorch's 100 tokens"
                 CHECK(max_abs_diff(logits, want) < 1e-4f);
             }
             generated.push_back(argmax(logits));
-            if (step + 1 < expected.size()) logits = ctx.eval(std::span(&generated.back(), 1), pool);
+            if (step + 1 < expected.size()) logits = ctx->eval(std::span(&generated.back(), 1), pool);
         }
         INFO("prompt " << p);
         CHECK(generated == expected);
@@ -102,12 +104,12 @@ TEST_CASE("results with 2 or 3 threads equal the 1-thread results exactly", "[ll
     std::vector<float> one;
     for (int threads : {1, 2, 3}) {
         ThreadPool pool(threads);
-        LlamaContext ctx(f.model, 128);
-        auto logits = ctx.eval(tokens, pool, true);
+        auto ctx = f.model->new_session(128, 1, Executor::Mode::Fast);
+        auto logits = ctx->eval(tokens, pool, true);
         std::vector<float> all(logits.begin(), logits.end());
         for (int step = 0; step < 8; ++step) {
             const int32_t next = argmax(logits.subspan(logits.size() - 512));
-            logits = ctx.eval(std::span(&next, 1), pool);
+            logits = ctx->eval(std::span(&next, 1), pool);
             all.insert(all.end(), logits.begin(), logits.end());
         }
         if (threads == 1) one = all;
@@ -119,23 +121,23 @@ TEST_CASE("the scalar reference path agrees with the fast path", "[llama]") {
     const Fixture& f = fixture();
     ThreadPool pool(1);
     const auto tokens = f.ints("p2.tokens");
-    LlamaContext fast(f.model, 64);
-    LlamaContext reference(f.model, 64, Executor::Mode::Reference);
-    const auto a = fast.eval(tokens, pool, true);
+    auto fast = f.model->new_session(64, 1, Executor::Mode::Fast);
+    auto reference = f.model->new_session(64, 1, Executor::Mode::Reference);
+    const auto a = fast->eval(tokens, pool, true);
     const std::vector<float> kept(a.begin(), a.end());
-    const auto b = reference.eval(tokens, pool, true);
+    const auto b = reference->eval(tokens, pool, true);
     CHECK(max_abs_diff(kept, b) < 1e-4f);
 }
 
 TEST_CASE("evaluation refuses what does not fit", "[llama]") {
     const Fixture& f = fixture();
     ThreadPool pool(1);
-    LlamaContext ctx(f.model, 4);
+    auto ctx = f.model->new_session(4, 1, Executor::Mode::Fast);
     const std::vector<int32_t> five{1, 2, 3, 4, 5};
-    CHECK_THROWS_WITH(ctx.eval(five, pool), Catch::Contains("do not fit the context"));
+    CHECK_THROWS_WITH(ctx->eval(five, pool), Catch::Contains("do not fit the context"));
     const std::vector<int32_t> bad{1, 512};
-    CHECK_THROWS_WITH(ctx.eval(bad, pool), Catch::Contains("token id 512 is outside the vocabulary of 512"));
-    CHECK(ctx.n_past() == 0);
+    CHECK_THROWS_WITH(ctx->eval(bad, pool), Catch::Contains("token id 512 is outside the vocabulary of 512"));
+    CHECK(ctx->n_past(0) == 0);
     const std::vector<int32_t> empty;
-    CHECK_THROWS_WITH(ctx.eval(empty, pool), Catch::Contains("no tokens"));
+    CHECK_THROWS_WITH(ctx->eval(empty, pool), Catch::Contains("no tokens"));
 }

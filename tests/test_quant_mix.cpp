@@ -292,8 +292,8 @@ TEST_CASE("quant mixes: a quantized file re-quantized is dequantize-then-quantiz
         any_requantized = true;
     }
     CHECK(any_requantized);
-    const LlamaModel model(result);  // loads as a model
-    CHECK(model.config().n_layers == f["inputs"][source_name]["facts"]["block_count"].get<int64_t>());
+    const auto model = load_llama_decoder(*result);  // loads as a model
+    CHECK(llama_params(*model).n_layers == f["inputs"][source_name]["facts"]["block_count"].get<int64_t>());
 }
 
 TEST_CASE("quant mixes: kiln-convert inspect prints llama.cpp's file type name", "[quant_mix]") {

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "engine/models/decoder_lm.h"
 #include "engine/models/llama.h"
 #include "support/paths.h"
 
@@ -28,8 +29,9 @@ struct MmapEnv {
     bool had_ = false;
 };
 
-std::vector<float> logits_of(const LlamaModel& model, ThreadPool& pool) {
-    LlamaContext ctx(model, 32);
+std::vector<float> logits_of(const DecoderLm& model, ThreadPool& pool) {
+    const auto session = model.new_session(32, 1, Executor::Mode::Fast);
+    CausalSession& ctx = *session;
     const std::vector<int32_t> prompt = {1, 403, 407, 261, 378};
     auto first = ctx.eval(prompt, pool, true);
     std::vector<float> all(first.begin(), first.end());
@@ -47,7 +49,7 @@ TEST_CASE("weights copied to huge pages equal the file's and give the same logit
     std::vector<float> copied_logits, mapped_logits;
     {
         const MmapEnv env(nullptr);
-        const LlamaModel model(file);
+        const DecoderLm model(file, load_llama_decoder(*file));
         REQUIRE(model.weights_copied());
         for (const GgufTensor& t : file->tensors()) {
             const std::byte* p = model.tensor_data(t);
@@ -59,7 +61,7 @@ TEST_CASE("weights copied to huge pages equal the file's and give the same logit
     }
     {
         const MmapEnv env("1");
-        const LlamaModel model(file);
+        const DecoderLm model(file, load_llama_decoder(*file));
         CHECK_FALSE(model.weights_copied());
         for (const GgufTensor& t : file->tensors()) CHECK(model.tensor_data(t) == t.data.data());
         mapped_logits = logits_of(model, pool);

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "engine/models/causal_lm.h"
+#include "engine/models/architectures.h"
 #include "engine/models/llama.h"
 #include "engine/models/sequence_slots.h"
 #include "engine/runtime/thread_pool.h"

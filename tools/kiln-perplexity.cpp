@@ -9,7 +9,7 @@
 
 #include <unistd.h>
 
-#include "engine/models/causal_lm.h"
+#include "engine/models/architectures.h"
 #include "engine/runtime/thread_pool.h"
 #include "formats/tokenizer/tokenizer.h"
 #include "tools/common/check_tensors.h"

@@ -10,7 +10,7 @@
 #include <random>
 #include <sstream>
 
-#include "engine/models/causal_lm.h"
+#include "engine/models/architectures.h"
 #include "engine/models/transformer.h"
 #include "engine/runtime/beam_search.h"
 #include "engine/runtime/sampler.h"

@@ -51,8 +51,4 @@ public:
                                                        DType cache_type = DType::F32) const = 0;
 };
 
-// The decoder-only model of a GGUF file by general.architecture (llama, gpt2);
-// any other architecture is a kiln::Error listing the supported ones.
-std::unique_ptr<CausalLm> load_causal_lm(std::shared_ptr<const GgufFile> file);
-
 }  // namespace kiln

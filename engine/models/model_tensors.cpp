@@ -23,7 +23,8 @@ const GgufTensor* find(const GgufFile& f, const std::string& name, const std::ve
                 fail("model", "{}: tensor '{}' has type {}, which kiln cannot multiply with (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, iq4_xs, q2_K-q6_K)",
                      f.name(), name, dtype_name(t->type));
             break;
-        case Role::Vector:
+        case Role::Norm:
+        case Role::Bias:
             if (t->type != DType::F32)
                 fail("model", "{}: tensor '{}' has type {} (norm weights and biases must be f32)", f.name(), name,
                      dtype_name(t->type));
@@ -36,22 +37,8 @@ const GgufTensor* find(const GgufFile& f, const std::string& name, const std::ve
     return t;
 }
 
-int64_t positive(const GgufFile& f, const std::string& key) {
-    const int64_t v = f.get_int(key);
-    if (v < 1 || v > (int64_t{1} << 24)) fail("model", "{}: {} is {} (out of range)", f.name(), key, v);
-    return v;
-}
-
-float number_or(const GgufFile& f, const std::string& key, float fallback) {
-    return f.find(key) ? static_cast<float>(f.get_number(key)) : fallback;
-}
-
-bool bool_or(const GgufFile& f, const std::string& key, bool fallback) {
-    const GgufValue* v = f.find(key);
-    if (v == nullptr) return fallback;
-    const std::optional<bool> b = v->as_bool();
-    if (!b) fail("model", "{}: {} must be a bool", f.name(), key);
-    return *b;
+const GgufTensor* find_tied_head(const GgufFile& f, int64_t dim, int64_t n_vocab, const std::string& embd_name) {
+    return find(f, embd_name, {static_cast<uint64_t>(dim), static_cast<uint64_t>(n_vocab)}, Role::Matrix);
 }
 
 NodeId leaf(Graph& g, const GgufTensor& t, const std::byte* data) {
@@ -73,6 +60,22 @@ NodeId leaf_rows(Graph& g, const GgufTensor& t, int64_t first, int64_t count) {
     const bool whole = first == 0 && count == static_cast<int64_t>(t.dims[1]);
     return g.weight(whole ? t.name : fmt::format("{}[{}:{}]", t.name, first, first + count), t.type,
                     Shape::of({ne0, count}), data);
+}
+
+NodeId leaf_rows(Graph& g, NodeId weight, int64_t first, int64_t count) {
+    const Node& w = g.node(weight);
+    if (w.op != OpKind::Weight) fail("graph", "{} is not a weight leaf", w.name);
+    const int64_t ne0 = w.shape.ne[0];
+    if (w.shape.rank == 1) {
+        // Elements of a vector (a bias): f32, so any element is a valid start.
+        if (w.type != DType::F32) fail("graph", "{}: a vector's rows must be f32", w.name);
+        const bool whole = first == 0 && count == ne0;
+        return g.weight(whole ? w.name : fmt::format("{}[{}:{}]", w.name, first, first + count), w.type,
+                        Shape::of({count}), w.data + static_cast<size_t>(first) * sizeof(float));
+    }
+    const bool whole = first == 0 && count == w.shape.ne[1];
+    return g.weight(whole ? w.name : fmt::format("{}[{}:{}]", w.name, first, first + count), w.type,
+                    Shape::of({ne0, count}), w.data + static_cast<size_t>(first) * row_bytes_of(w.type, ne0));
 }
 
 uint64_t parameter_count(const GgufFile& f) noexcept {

@@ -7,26 +7,26 @@
 #include <vector>
 
 #include "engine/graph/graph.h"
+#include "formats/arch/hparams.h"
+#include "formats/arch/tensor_spec.h"
 #include "formats/gguf/gguf_file.h"
 
 namespace kiln::model_tensors {
 
-enum class Role {
-    Matrix,  // multiplied with: any type the matmul kernels take
-    Vector,  // norm weights and biases: f32
-    Table,   // embedding rows: any type that converts to float
-};
+using Role = arch::TensorRole;
+using arch::bool_or;
+using arch::number_or;
+using arch::positive;
 
 // The tensor `name` with exactly `dims`, or nullptr when it is absent and not required.
 const GgufTensor* find(const GgufFile& f, const std::string& name, const std::vector<uint64_t>& dims, Role role,
                        bool required = true);
-
-// An integer hyper-parameter in [1, 2^24].
-int64_t positive(const GgufFile& f, const std::string& key);
-// A float hyper-parameter, or `fallback` when the key is absent.
-float number_or(const GgufFile& f, const std::string& key, float fallback);
-// A bool hyper-parameter, or `fallback` when the key is absent.
-bool bool_or(const GgufFile& f, const std::string& key, bool fallback);
+// The tensor of an architecture's spec (nullptr when it is optional and absent).
+inline const GgufTensor* find(const GgufFile& f, const arch::TensorSpec& spec) {
+    return find(f, spec.name, spec.dims, spec.role, !spec.optional);
+}
+// A head tied to the token embedding `embd_name` ([dim, n_vocab]): it must be a matrix kiln multiplies with.
+const GgufTensor* find_tied_head(const GgufFile& f, int64_t dim, int64_t n_vocab, const std::string& embd_name);
 
 // The tensor as a weight leaf of g (1-D or 2-D): its bytes in the file
 // mapping, or at `data` when given (a copy of them, e.g. in huge pages).
@@ -34,6 +34,8 @@ NodeId leaf(Graph& g, const GgufTensor& t, const std::byte* data = nullptr);
 // Rows [first, first + count) of a 2-D tensor (or elements of a 1-D one) as a
 // leaf of its own: how a fused QKV matrix splits into Q, K and V without a copy.
 NodeId leaf_rows(Graph& g, const GgufTensor& t, int64_t first, int64_t count);
+// The same for a weight leaf already in the graph.
+NodeId leaf_rows(Graph& g, NodeId weight, int64_t first, int64_t count);
 
 // Sum of elements and of bytes over all tensors of the file.
 uint64_t parameter_count(const GgufFile& f) noexcept;

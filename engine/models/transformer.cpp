@@ -64,12 +64,12 @@ TransformerModel::TransformerModel(std::shared_ptr<const GgufFile> file) : file_
     if (target_embd_ == nullptr) target_embd_ = source_embd_;
     output_.weight = mt::find(f, "output.weight", {d, vocab}, mt::Role::Matrix, false);
     if (output_.weight == nullptr) output_.weight = mt::find(f, target_embd_->name, {d, vocab}, mt::Role::Matrix);
-    output_.bias = mt::find(f, "output.bias", {vocab}, mt::Role::Vector, false);
+    output_.bias = mt::find(f, "output.bias", {vocab}, mt::Role::Norm, false);
 
     auto affine = [&](const std::string& name, std::vector<uint64_t> dims, bool matrix, bool required = true) {
         const uint64_t out = dims.back();
-        return Affine{mt::find(f, name + ".weight", dims, matrix ? mt::Role::Matrix : mt::Role::Vector, required),
-                      mt::find(f, name + ".bias", {out}, mt::Role::Vector, false)};
+        return Affine{mt::find(f, name + ".weight", dims, matrix ? mt::Role::Matrix : mt::Role::Norm, required),
+                      mt::find(f, name + ".bias", {out}, mt::Role::Norm, false)};
     };
     auto attention = [&](const std::string& p) {
         return Attention{affine(p + "_q", {d, d}, true), affine(p + "_k", {d, d}, true), affine(p + "_v", {d, d}, true),

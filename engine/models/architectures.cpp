@@ -1,0 +1,57 @@
+#include "engine/models/architectures.h"
+
+#include <fmt/ranges.h>
+
+#include "engine/core/error.h"
+#include "engine/models/decoder_lm.h"
+
+namespace kiln {
+
+// Each decoder-only architecture: its general.architecture name, whose file
+// engine/models/<name>.cpp defines load_<name>_decoder. Adding one is its own
+// files and one line here.
+#define KILN_DECODER_ARCHITECTURES(X) \
+    X(llama)                          \
+    X(gpt2)
+
+#define KILN_DECLARE_DECODER(name) std::unique_ptr<DecoderArch> load_##name##_decoder(const GgufFile& file);
+KILN_DECODER_ARCHITECTURES(KILN_DECLARE_DECODER)
+#undef KILN_DECLARE_DECODER
+
+namespace {
+
+struct DecoderEntry {
+    const char* name;
+    std::unique_ptr<DecoderArch> (*load)(const GgufFile& file);
+};
+
+#define KILN_DECODER_ENTRY(name) DecoderEntry{#name, &load_##name##_decoder},
+constexpr DecoderEntry kDecoders[] = {KILN_DECODER_ARCHITECTURES(KILN_DECODER_ENTRY)};
+#undef KILN_DECODER_ENTRY
+
+constexpr const char* kSeq2seq = "transformer";
+
+}  // namespace
+
+std::vector<std::string> decoder_architectures() {
+    std::vector<std::string> names;
+    for (const DecoderEntry& e : kDecoders) names.emplace_back(e.name);
+    return names;
+}
+
+bool is_seq2seq(const GgufFile& file) { return file.get_string("general.architecture") == kSeq2seq; }
+
+std::unique_ptr<CausalLm> load_causal_lm(std::shared_ptr<const GgufFile> file) {
+    const std::string arch = file->get_string("general.architecture");
+    for (const DecoderEntry& e : kDecoders)
+        if (arch == e.name) {
+            std::unique_ptr<DecoderArch> decoder = e.load(*file);
+            return std::make_unique<DecoderLm>(std::move(file), std::move(decoder));
+        }
+    if (arch == kSeq2seq)
+        fail("model", "{}: '{}' is an encoder-decoder model, not a decoder-only one", file->name(), arch);
+    fail("model", "{}: architecture '{}' is not supported (supported: {}, {})", file->name(), arch,
+         fmt::join(decoder_architectures(), ", "), kSeq2seq);
+}
+
+}  // namespace kiln

@@ -1,0 +1,25 @@
+#pragma once
+// The one loader: a GGUF file to a model of its general.architecture. Every
+// architecture kiln runs is registered in architectures.cpp, one line each;
+// kiln, kiln-perplexity, kiln-bench (and the server to come) load through here.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/models/causal_lm.h"
+
+namespace kiln {
+
+class TransformerModel;
+
+// The decoder-only architectures, by general.architecture name.
+std::vector<std::string> decoder_architectures();
+
+// A decoder-only model; an encoder-decoder or unknown architecture is a
+// kiln::Error naming it and listing the supported ones.
+std::unique_ptr<CausalLm> load_causal_lm(std::shared_ptr<const GgufFile> file);
+
+// Whether the file holds an encoder-decoder model (general.architecture "transformer").
+bool is_seq2seq(const GgufFile& file);
+
+}  // namespace kiln

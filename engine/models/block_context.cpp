@@ -1,0 +1,17 @@
+#include "engine/models/block_context.h"
+
+#include "engine/core/error.h"
+#include "engine/ops/ops.h"
+
+namespace kiln {
+
+NodeId Dropout::apply(Graph& g, NodeId x) const { return p > 0.0f ? ops::dropout(g, x, seed, p) : x; }
+
+NodeId BatchKeyValues::attend(Graph& g, int64_t, NodeId q, NodeId k, NodeId v, const HeadLayout& heads) {
+    if (heads.n_kv_heads != heads.n_heads)
+        fail("graph", "batch attention has no grouped-query form yet ({} heads, {} key/value heads)", heads.n_heads,
+             heads.n_kv_heads);
+    return ops::batch_attention(g, q, k, v, kNoNode, heads.n_heads, heads.head_dim, batch_, true, dropout_, seed_);
+}
+
+}  // namespace kiln

@@ -1,0 +1,59 @@
+#pragma once
+// What a block builder (gpt2_block.h, llama_block.h) needs besides the weights:
+// the graph's inputs, how attention reads keys and values, and dropout. The same
+// builder makes an inference session's graph (keys and values from the KV cache,
+// no dropout) and a training graph (keys and values of the whole batch of
+// sequences, dropout when training).
+#include <cstdint>
+
+#include "engine/graph/graph.h"
+
+namespace kiln {
+
+struct HeadLayout {
+    int64_t n_heads = 0;
+    int64_t n_kv_heads = 0;  // n_heads without grouped-query attention
+    int64_t head_dim = 0;
+};
+
+// How a block's attention sees keys and values.
+class KeyValueReader {
+public:
+    virtual ~KeyValueReader() = default;
+    // Attention of q over this layer's keys and values, given this batch's k and v
+    // ([n_kv_heads * head_dim, n] each); returns [n_heads * head_dim, n].
+    virtual NodeId attend(Graph& g, int64_t layer, NodeId q, NodeId k, NodeId v, const HeadLayout& heads) = 0;
+};
+
+// Dropout on the residual stream (training); p = 0 leaves x as it is.
+struct Dropout {
+    NodeId seed = kNoNode;
+    float p = 0.0f;
+    NodeId apply(Graph& g, NodeId x) const;
+};
+
+struct BlockContext {
+    NodeId tokens = kNoNode;     // I32 [n]
+    NodeId positions = kNoNode;  // I32 [n]
+    int64_t n = 0;
+    bool last_only = false;      // logits of the last row only
+    KeyValueReader* attention = nullptr;
+    Dropout dropout;
+};
+
+// Keys and values from the batch itself: `batch` sequences of n / batch rows,
+// each attending causally to its own rows (training and scoring whole windows),
+// with dropout on the attention weights.
+class BatchKeyValues final : public KeyValueReader {
+public:
+    BatchKeyValues(int64_t batch, float dropout, NodeId dropout_seed)
+        : batch_(batch), dropout_(dropout), seed_(dropout_seed) {}
+    NodeId attend(Graph& g, int64_t layer, NodeId q, NodeId k, NodeId v, const HeadLayout& heads) override;
+
+private:
+    int64_t batch_;
+    float dropout_;
+    NodeId seed_;
+};
+
+}  // namespace kiln

@@ -1,0 +1,82 @@
+#include "engine/models/decoder_lm.h"
+
+#include "engine/core/error.h"
+#include "engine/models/model_tensors.h"
+#include "engine/models/slot_decoder.h"
+#include "engine/ops/ops.h"
+
+namespace kiln {
+
+NodeId WeightLeaves::operator()(Graph& g, const arch::TensorSpec& spec) const {
+    const GgufTensor* t = file_.find_tensor(spec.name);
+    if (t == nullptr) {
+        if (!spec.optional) fail("model", "{}: tensor '{}' is missing", file_.name(), spec.name);
+        return kNoNode;
+    }
+    return model_tensors::leaf(g, *t, placement_.data(*t));
+}
+
+namespace {
+
+class DecoderSession final : public SlotDecoderSession {
+public:
+    DecoderSession(const DecoderArch& arch, const WeightLeaves& leaves, int64_t n_ctx, int64_t n_slots,
+                   Executor::Mode mode, DType cache_type)
+        : SlotDecoderSession(arch.shape().n_vocab, arch.shape().n_layers, arch.shape().kv_dim, n_ctx, n_slots, mode,
+                             cache_type),
+          arch_(arch),
+          leaves_(leaves) {}
+
+private:
+    // Keys and values go into this session's cache rows; attention reads the cache.
+    class CachedKeyValues final : public KeyValueReader {
+    public:
+        CachedKeyValues(DecoderSession& session, const Inputs& in) : session_(session), in_(in) {}
+        NodeId attend(Graph& g, int64_t layer, NodeId q, NodeId k, NodeId v, const HeadLayout& h) override {
+            const NodeId keys = ops::store_kv(g, session_.key_cache(g, layer), k, in_.cache_rows);
+            const NodeId values = ops::store_kv(g, session_.value_cache(g, layer), v, in_.cache_rows);
+            return ops::attention(g, q, keys, values, in_.cache_rows, in_.mask, h.n_heads, h.n_kv_heads, h.head_dim);
+        }
+
+    private:
+        DecoderSession& session_;
+        const Inputs& in_;
+    };
+
+    NodeId build_forward(Graph& g, const Inputs& in, bool last_only) override {
+        CachedKeyValues cache(*this, in);
+        BlockContext ctx;
+        ctx.tokens = in.tokens;
+        ctx.positions = in.positions;
+        ctx.n = in.n;
+        ctx.last_only = last_only;
+        ctx.attention = &cache;
+        return arch_.forward(g, ctx, leaves_);
+    }
+
+    const DecoderArch& arch_;
+    const WeightLeaves& leaves_;
+};
+
+}  // namespace
+
+DecoderLm::DecoderLm(std::shared_ptr<const GgufFile> file, std::unique_ptr<DecoderArch> arch)
+    : file_(std::move(file)),
+      arch_(std::move(arch)),
+      placement_(std::make_unique<ResidentWeights>(*file_)),
+      leaves_(*file_, *placement_) {
+    const DecoderShape& s = arch_->shape();
+    info_ = ModelInfo{arch_->name(), s.n_vocab, s.n_ctx_train, model_tensors::parameter_count(*file_),
+                      model_tensors::weight_bytes(*file_)};
+}
+
+std::unique_ptr<CausalSession> DecoderLm::new_session(int64_t n_ctx, int64_t n_slots, Executor::Mode mode,
+                                                      DType cache_type) const {
+    const DecoderShape& s = arch_->shape();
+    if (s.learned_positions && (n_ctx < 1 || n_ctx > s.n_ctx_train))
+        fail("model", "context {} is outside 1..{}, the positions this {} model has", n_ctx, s.n_ctx_train,
+             arch_->name());
+    return std::make_unique<DecoderSession>(*arch_, leaves_, n_ctx, n_slots, mode, cache_type);
+}
+
+}  // namespace kiln

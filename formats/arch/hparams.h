@@ -1,0 +1,23 @@
+#pragma once
+// Reading an architecture's hyper-parameters from GGUF metadata, with the
+// range checks every architecture shares. Failures are kiln::Error("model")
+// naming the file and the key.
+#include <cstdint>
+#include <string>
+
+#include "formats/gguf/gguf_file.h"
+
+namespace kiln::arch {
+
+// An integer hyper-parameter in [1, 2^24].
+int64_t positive(const GgufFile& f, const std::string& key);
+// positive(), or `fallback` when the key is absent.
+int64_t positive_or(const GgufFile& f, const std::string& key, int64_t fallback);
+// A float hyper-parameter, or `fallback` when the key is absent.
+float number_or(const GgufFile& f, const std::string& key, float fallback);
+// A bool hyper-parameter, or `fallback` when the key is absent.
+bool bool_or(const GgufFile& f, const std::string& key, bool fallback);
+// A string hyper-parameter, or `fallback` when the key is absent.
+std::string string_or(const GgufFile& f, const std::string& key, const std::string& fallback);
+
+}  // namespace kiln::arch

@@ -1,0 +1,94 @@
+#include "formats/arch/llama_arch.h"
+
+#include <fmt/ranges.h>
+
+#include "engine/core/error.h"
+#include "formats/arch/hparams.h"
+
+namespace kiln::arch {
+
+namespace {
+
+constexpr const char* kContextLength = "llama.context_length";
+constexpr const char* kEmbeddingLength = "llama.embedding_length";
+constexpr const char* kFeedForwardLength = "llama.feed_forward_length";
+constexpr const char* kBlockCount = "llama.block_count";
+constexpr const char* kHeadCount = "llama.attention.head_count";
+constexpr const char* kHeadCountKv = "llama.attention.head_count_kv";
+constexpr const char* kRopeDimensionCount = "llama.rope.dimension_count";
+constexpr const char* kRmsEpsilon = "llama.attention.layer_norm_rms_epsilon";
+constexpr const char* kRopeFreqBase = "llama.rope.freq_base";
+constexpr float kDefaultRopeBase = 10000.0f;  // llama.cpp's, when the key is absent
+
+}  // namespace
+
+LlamaParams LlamaParams::read(const GgufFile& f) {
+    const std::string arch = f.get_string("general.architecture");
+    if (arch != kLlama) fail("model", "{}: architecture '{}' is not llama", f.name(), arch);
+    LlamaParams p;
+    p.name = string_or(f, "general.name", "");
+    p.dim = positive(f, kEmbeddingLength);
+    p.n_layers = positive(f, kBlockCount);
+    p.n_heads = positive(f, kHeadCount);
+    p.n_kv_heads = positive_or(f, kHeadCountKv, p.n_heads);
+    p.ffn_dim = positive(f, kFeedForwardLength);
+    p.n_ctx_train = positive(f, kContextLength);
+    if (p.dim % p.n_heads != 0) fail("model", "{}: width {} is not a multiple of {} heads", f.name(), p.dim, p.n_heads);
+    p.n_rot = positive_or(f, kRopeDimensionCount, p.head_dim());
+    p.norm_eps = number_or(f, kRmsEpsilon, p.norm_eps);
+    p.rope_base = number_or(f, kRopeFreqBase, kDefaultRopeBase);
+
+    // llama.cpp has no vocabulary-size key for llama: the embedding's columns are the vocabulary.
+    const std::string embd_name = llama_tensor_specs(p).front().name;
+    const GgufTensor* embd = f.find_tensor(embd_name);
+    if (embd == nullptr) fail("model", "{}: tensor '{}' is missing", f.name(), embd_name);
+    if (embd->dims.size() != 2 || embd->dims[0] != static_cast<uint64_t>(p.dim))
+        fail("model", "{}: tensor '{}' has shape [{}], expected [{}, n_vocab]", f.name(), embd_name,
+             fmt::join(embd->dims, ", "), p.dim);
+    p.n_vocab = static_cast<int64_t>(embd->dims[1]);
+    p.validate(f.name());
+    return p;
+}
+
+void LlamaParams::validate(const std::string& where) const {
+    if (dim % n_heads != 0) fail("model", "{}: width {} is not a multiple of {} heads", where, dim, n_heads);
+    if (n_kv_heads < 1 || n_heads % n_kv_heads != 0)
+        fail("model", "{}: {} heads cannot share {} key/value heads", where, n_heads, n_kv_heads);
+    if (n_rot > head_dim() || n_rot % 2 != 0)
+        fail("model", "{}: {} {} does not fit heads of {}", where, kRopeDimensionCount, n_rot, head_dim());
+}
+
+std::vector<GgufEntry> LlamaParams::metadata(LlamaKeyOrder order) const {
+    const auto u32 = [](int64_t v) { return GgufValue(static_cast<uint32_t>(v)); };
+    std::vector<GgufEntry> md = {
+        {"general.architecture", GgufValue(std::string(kLlama))},
+        {"general.name", GgufValue(name)},
+        {kContextLength, u32(n_ctx_train)},
+        {kEmbeddingLength, u32(dim)},
+        {kFeedForwardLength, u32(ffn_dim)},
+    };
+    if (order == LlamaKeyOrder::HfConverter) {
+        md.push_back({kHeadCount, u32(n_heads)});
+        md.push_back({kHeadCountKv, u32(n_kv_heads)});
+        md.push_back({kBlockCount, u32(n_layers)});
+    } else {
+        md.push_back({kBlockCount, u32(n_layers)});
+        md.push_back({kHeadCount, u32(n_heads)});
+        md.push_back({kHeadCountKv, u32(n_kv_heads)});
+    }
+    md.push_back({kRopeDimensionCount, u32(n_rot)});
+    md.push_back({kRmsEpsilon, GgufValue(norm_eps)});
+    if (rope_base != kDefaultRopeBase) md.push_back({kRopeFreqBase, GgufValue(rope_base)});
+    return md;
+}
+
+std::vector<TensorSpec> llama_tensor_specs(const LlamaParams& p) {
+    std::vector<TensorSpec> specs;
+    llama_tensors<int>(p, [&](TensorSpec s) {
+        specs.push_back(std::move(s));
+        return 0;
+    });
+    return specs;
+}
+
+}  // namespace kiln::arch
