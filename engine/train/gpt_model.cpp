@@ -4,16 +4,11 @@
 #include <cstring>
 
 #include "engine/core/error.h"
+#include "engine/models/gpt2_block.h"
 #include "engine/ops/ops.h"
 #include "engine/train/autodiff.h"
 
 namespace kiln::train {
-
-namespace {
-
-std::string block(int64_t layer, const char* rest) { return "blk." + std::to_string(layer) + "." + rest; }
-
-}  // namespace
 
 void GptConfig::validate() const {
     if (vocab < 1) fail("gpt", "the vocabulary is empty");
@@ -24,28 +19,42 @@ void GptConfig::validate() const {
     if (!(eps > 0.0f)) fail("gpt", "layer norm epsilon {} must be positive", eps);
 }
 
+GptConfig GptConfig::of(const arch::Gpt2Params& p, bool bias) {
+    GptConfig c;
+    c.vocab = p.n_vocab;
+    c.context = p.n_ctx_train;
+    c.width = p.dim;
+    c.layers = p.n_layers;
+    c.heads = p.n_heads;
+    c.ffn = p.ffn_dim;
+    c.bias = bias;
+    c.eps = p.norm_eps;
+    return c;
+}
+
+arch::Gpt2Params GptModel::params() const {
+    arch::Gpt2Params p;
+    p.name = "kiln-train char GPT";
+    p.n_vocab = config_.vocab;
+    p.n_ctx_train = config_.context;
+    p.dim = config_.width;
+    p.n_layers = config_.layers;
+    p.n_heads = config_.heads;
+    p.ffn_dim = config_.ffn;
+    p.norm_eps = config_.eps;
+    return p;
+}
+
 GptModel::GptModel(GptConfig config, bool decay_embeddings) : config_(config) {
     config_.validate();
-    const auto d = static_cast<uint64_t>(config_.width), f = static_cast<uint64_t>(config_.ffn);
-    const auto v = static_cast<uint64_t>(config_.vocab), n = static_cast<uint64_t>(config_.context);
-    add("token_embd.weight", {d, v}, decay_embeddings);
-    add("position_embd.weight", {d, n}, decay_embeddings);
-    for (int64_t l = 0; l < config_.layers; ++l) {
-        add(block(l, "attn_norm.weight"), {d}, false);
-        add(block(l, "attn_norm.bias"), {d}, false);
-        add(block(l, "attn_qkv.weight"), {d, 3 * d}, true);
-        if (config_.bias) add(block(l, "attn_qkv.bias"), {3 * d}, false);
-        add(block(l, "attn_output.weight"), {d, d}, true);
-        if (config_.bias) add(block(l, "attn_output.bias"), {d}, false);
-        add(block(l, "ffn_norm.weight"), {d}, false);
-        add(block(l, "ffn_norm.bias"), {d}, false);
-        add(block(l, "ffn_up.weight"), {d, f}, true);
-        if (config_.bias) add(block(l, "ffn_up.bias"), {f}, false);
-        add(block(l, "ffn_down.weight"), {f, d}, true);
-        if (config_.bias) add(block(l, "ffn_down.bias"), {d}, false);
-    }
-    add("output_norm.weight", {d}, false);
-    add("output_norm.bias", {d}, false);
+    using arch::TensorRole;
+    arch::gpt2_tensors<int>(params(), [&](const arch::TensorSpec& s) {
+        if (s.role == TensorRole::Bias && !config_.bias) return 0;  // nanoGPT's bias=False
+        if (s.role == TensorRole::Matrix && s.optional) return 0;   // the head is tied to the token embedding
+        const bool decay = s.role == TensorRole::Matrix || (s.role == TensorRole::Table && decay_embeddings);
+        add(s.name, s.dims, decay);
+        return 0;
+    });
     allocate();
 }
 
@@ -81,8 +90,7 @@ std::unique_ptr<GptGraph> build_gpt_graph(GptModel& model, int64_t batch, int64_
     out->context = context;
     Graph& g = out->graph;
     out->params = model.add_states(g);
-    const auto param = [&](const std::string& name) { return model.node_of(out->params, name); };
-    const int64_t rows = batch * context, d = c.width;
+    const int64_t rows = batch * context;
     out->tokens = g.input("tokens", DType::I32, Shape::of({rows}));
     out->positions = g.input("positions", DType::I32, Shape::of({rows}));
     out->targets = g.input("targets", DType::I32, Shape::of({rows}));
@@ -90,32 +98,16 @@ std::unique_ptr<GptGraph> build_gpt_graph(GptModel& model, int64_t batch, int64_
     for (int64_t r = 0; r < rows; ++r) pos[r] = static_cast<int32_t>(r % context);
     const bool use_dropout = training && dropout > 0.0f;
     if (use_dropout) out->dropout_seed = g.input("dropout_seed", DType::I32, Shape::of({2}));
-    const auto drop = [&](NodeId x) { return use_dropout ? ops::dropout(g, x, out->dropout_seed, dropout) : x; };
-    // y = W x (+ b)
-    const auto linear = [&](NodeId x, int64_t layer, const char* weight, const char* bias) {
-        const NodeId y = ops::matmul(g, param(block(layer, weight)), x);
-        const NodeId b = param(block(layer, bias));
-        return b == kNoNode ? y : ops::add(g, y, b);
-    };
-
-    NodeId x = ops::add(g, ops::get_rows(g, param("token_embd.weight"), out->tokens),
-                        ops::get_rows(g, param("position_embd.weight"), out->positions));
-    x = drop(x);
-    for (int64_t l = 0; l < c.layers; ++l) {
-        NodeId h = ops::layer_norm(g, x, param(block(l, "attn_norm.weight")), param(block(l, "attn_norm.bias")), c.eps);
-        const NodeId qkv = linear(h, l, "attn_qkv.weight", "attn_qkv.bias");
-        const NodeId q = ops::slice_columns(g, qkv, 0, d);
-        const NodeId k = ops::slice_columns(g, qkv, d, d);
-        const NodeId v = ops::slice_columns(g, qkv, 2 * d, d);
-        const NodeId a = ops::batch_attention(g, q, k, v, kNoNode, c.heads, d / c.heads, batch, true,
-                                              use_dropout ? dropout : 0.0f, out->dropout_seed);
-        x = ops::add(g, x, drop(linear(a, l, "attn_output.weight", "attn_output.bias")));
-        h = ops::layer_norm(g, x, param(block(l, "ffn_norm.weight")), param(block(l, "ffn_norm.bias")), c.eps);
-        const NodeId up = ops::gelu(g, linear(h, l, "ffn_up.weight", "ffn_up.bias"));
-        x = ops::add(g, x, drop(linear(up, l, "ffn_down.weight", "ffn_down.bias")));
-    }
-    x = ops::layer_norm(g, x, param("output_norm.weight"), param("output_norm.bias"), c.eps);
-    out->logits = ops::matmul(g, param("token_embd.weight"), x);  // tied head
+    const arch::Gpt2Params p = model.params();
+    const auto w = arch::gpt2_tensors<NodeId>(p, [&](const arch::TensorSpec& s) { return model.node_of(out->params, s.name); });
+    BatchKeyValues attention(batch, use_dropout ? dropout : 0.0f, out->dropout_seed);
+    BlockContext ctx;
+    ctx.tokens = out->tokens;
+    ctx.positions = out->positions;
+    ctx.n = rows;
+    ctx.attention = &attention;
+    if (use_dropout) ctx.dropout = Dropout{out->dropout_seed, dropout};
+    out->logits = gpt2_forward(g, p, w, ctx, FusedSplit::OutputColumns);
     out->loss = ops::cross_entropy(g, out->logits, out->targets, -1);
     if (training) {
         out->grads = append_loss_backward(g, out->loss, out->params).params;

@@ -16,6 +16,7 @@
 #include "engine/train/adamw.h"
 #include "engine/train/param_model.h"
 #include "engine/train/rng.h"
+#include "formats/arch/gpt2_arch.h"
 
 namespace kiln::train {
 
@@ -31,6 +32,8 @@ struct GptConfig {
 
     // kiln::Error for sizes that do not fit (width not divisible by heads, ...).
     void validate() const;
+    // The trainer's configuration of a gpt2 file's hyper-parameters; bias: the file has linear biases.
+    static GptConfig of(const arch::Gpt2Params& p, bool bias);
 };
 
 class GptModel : public ParamModel {
@@ -43,6 +46,8 @@ public:
     void initialize(Rng& rng);
 
     const GptConfig& config() const noexcept { return config_; }
+    // The same model in the gpt2 architecture's terms (formats/arch/gpt2_arch.h).
+    arch::Gpt2Params params() const;
 
 private:
     GptConfig config_;

@@ -91,4 +91,8 @@ std::vector<TensorSpec> llama_tensor_specs(const LlamaParams& p) {
     return specs;
 }
 
+LlamaTensors<std::string> llama_tensor_names(const LlamaParams& p) {
+    return llama_tensors<std::string>(p, [](const TensorSpec& s) { return s.name; });
+}
+
 }  // namespace kiln::arch

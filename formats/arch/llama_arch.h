@@ -93,5 +93,7 @@ LlamaTensors<T> llama_tensors(const LlamaParams& p, Get&& get) {
 
 // Every tensor's spec, in file order.
 std::vector<TensorSpec> llama_tensor_specs(const LlamaParams& p);
+// Every tensor's name (what a converter writes its source tensors as).
+LlamaTensors<std::string> llama_tensor_names(const LlamaParams& p);
 
 }  // namespace kiln::arch

@@ -7,6 +7,7 @@
 
 #include "engine/core/error.h"
 #include "engine/core/printable.h"
+#include "formats/arch/gpt2_arch.h"
 
 namespace kiln {
 namespace {
@@ -14,27 +15,45 @@ namespace {
 std::string shape_text(const std::vector<uint64_t>& shape) { return fmt::format("({})", fmt::join(shape, ", ")); }
 
 // Which part of a block a tensor is, and how to check and name it.
+using Names = arch::Affine<std::string>;
+using LayerNames = arch::Gpt2LayerTensors<std::string>;
 struct LayerTensor {
-    std::string_view source;  // after "h.N."
-    std::string_view gguf;    // after "blk.N."
+    std::string_view source;    // after "h.N."
+    Names LayerNames::*layer;   // the gpt2 descriptor's layer part
+    std::string Names::*which;  // its weight or bias
     bool required;
     bool matrix;  // an nn.Linear weight (Conv1D in HF: stored transposed)
 };
 // In the order llama.cpp's converter writes a gpt2 block.
 constexpr LayerTensor kLayerTensors[] = {
-    {"ln_1.weight", "attn_norm.weight", true, false},
-    {"ln_1.bias", "attn_norm.bias", false, false},
-    {"attn.c_attn.weight", "attn_qkv.weight", true, true},
-    {"attn.c_attn.bias", "attn_qkv.bias", false, false},
-    {"attn.c_proj.weight", "attn_output.weight", true, true},
-    {"attn.c_proj.bias", "attn_output.bias", false, false},
-    {"ln_2.weight", "ffn_norm.weight", true, false},
-    {"ln_2.bias", "ffn_norm.bias", false, false},
-    {"mlp.c_fc.weight", "ffn_up.weight", true, true},
-    {"mlp.c_fc.bias", "ffn_up.bias", false, false},
-    {"mlp.c_proj.weight", "ffn_down.weight", true, true},
-    {"mlp.c_proj.bias", "ffn_down.bias", false, false},
+    {"ln_1.weight", &LayerNames::attn_norm, &Names::weight, true, false},
+    {"ln_1.bias", &LayerNames::attn_norm, &Names::bias, false, false},
+    {"attn.c_attn.weight", &LayerNames::attn_qkv, &Names::weight, true, true},
+    {"attn.c_attn.bias", &LayerNames::attn_qkv, &Names::bias, false, false},
+    {"attn.c_proj.weight", &LayerNames::attn_output, &Names::weight, true, true},
+    {"attn.c_proj.bias", &LayerNames::attn_output, &Names::bias, false, false},
+    {"ln_2.weight", &LayerNames::ffn_norm, &Names::weight, true, false},
+    {"ln_2.bias", &LayerNames::ffn_norm, &Names::bias, false, false},
+    {"mlp.c_fc.weight", &LayerNames::ffn_up, &Names::weight, true, true},
+    {"mlp.c_fc.bias", &LayerNames::ffn_up, &Names::bias, false, false},
+    {"mlp.c_proj.weight", &LayerNames::ffn_down, &Names::weight, true, true},
+    {"mlp.c_proj.bias", &LayerNames::ffn_down, &Names::bias, false, false},
 };
+
+// The gpt2 descriptor's hyper-parameters of a source's.
+arch::Gpt2Params gpt2_params(const Gpt2HyperParameters& h) {
+    const auto i = [](uint64_t v) { return static_cast<int64_t>(v); };
+    arch::Gpt2Params p;
+    p.name = h.name;
+    p.n_vocab = i(h.vocab_size);
+    p.n_ctx_train = i(h.context_length);
+    p.dim = i(h.embedding_length);
+    p.n_layers = i(h.block_count);
+    p.n_heads = i(h.head_count);
+    p.ffn_dim = i(h.feed_forward_length);
+    p.norm_eps = static_cast<float>(h.norm_eps);
+    return p;
+}
 
 // Rows of `rows` x `cols` elements of `element_size` bytes, transposed.
 std::vector<std::byte> transpose(std::span<const std::byte> data, uint64_t rows, uint64_t cols, size_t element_size) {
@@ -55,10 +74,12 @@ public:
         const Gpt2HyperParameters& p = s_.hp;
         const uint64_t d = p.embedding_length, f = p.feed_forward_length;
         Checkpoint out;
-        out.metadata = gpt2_metadata(p);
+        const arch::Gpt2Params params = gpt2_params(p);
+        out.metadata = params.metadata();
+        const auto names = arch::gpt2_tensors<std::string>(params, [](const arch::TensorSpec& s) { return s.name; });
         const SourceTensor& wte = required("wte.weight");
-        add(out, wte, "token_embd.weight", {p.vocab_size, d}, false);
-        add(out, required("wpe.weight"), "position_embd.weight", {p.context_length, d}, false);
+        add(out, wte, names.token_embd, {p.vocab_size, d}, false);
+        add(out, required("wpe.weight"), names.position_embd, {p.context_length, d}, false);
         const std::vector<uint64_t> expected[] = {{d}, {d}, {3 * d, d}, {3 * d}, {d, d}, {d},
                                                   {d}, {d}, {f, d},     {f},     {d, f}, {d}};
         for (uint64_t layer = 0; layer < p.block_count; ++layer) {
@@ -70,16 +91,16 @@ public:
                     if (lt.required) missing(name);
                     continue;
                 }
-                add(out, *t, fmt::format("blk.{}.{}", layer, lt.gguf), expected[i], lt.matrix);
+                add(out, *t, names.layers[layer].*lt.layer.*lt.which, expected[i], lt.matrix);
             }
         }
-        add(out, required("ln_f.weight"), "output_norm.weight", {d}, false);
-        if (const SourceTensor* b = find("ln_f.bias")) add(out, *b, "output_norm.bias", {d}, false);
+        add(out, required("ln_f.weight"), names.output_norm.weight, {d}, false);
+        if (const SourceTensor* b = find("ln_f.bias")) add(out, *b, names.output_norm.bias, {d}, false);
         if (s_.head_required) required("lm_head.weight");
         // A tied head is written as well, as a second view of wte: llama.cpp's gpt2
         // loader requires output.weight (its own converter duplicates it too).
         const SourceTensor* head = find("lm_head.weight");
-        add(out, head && !tied(*head, wte) ? *head : wte, "output.weight", {p.vocab_size, d}, false);
+        add(out, head && !tied(*head, wte) ? *head : wte, names.output, {p.vocab_size, d}, false);
         return out;
     }
 
@@ -144,20 +165,6 @@ private:
 };
 
 }  // namespace
-
-std::vector<GgufEntry> gpt2_metadata(const Gpt2HyperParameters& p) {
-    const auto u32 = [](uint64_t v) { return GgufValue(static_cast<uint32_t>(v)); };
-    return {
-        {"general.architecture", GgufValue("gpt2")},
-        {"general.name", GgufValue(p.name)},
-        {"gpt2.context_length", u32(p.context_length)},
-        {"gpt2.embedding_length", u32(p.embedding_length)},
-        {"gpt2.feed_forward_length", u32(p.feed_forward_length)},
-        {"gpt2.block_count", u32(p.block_count)},
-        {"gpt2.attention.head_count", u32(p.head_count)},
-        {"gpt2.attention.layer_norm_epsilon", GgufValue(static_cast<float>(p.norm_eps))},
-    };
-}
 
 Checkpoint gpt2_checkpoint(const Gpt2Source& source) {
     const Gpt2HyperParameters& p = source.hp;

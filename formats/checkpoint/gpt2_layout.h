@@ -28,9 +28,7 @@
 // h.N.attn.masked_bias (HF). Every bias is optional (nanoGPT's bias=False;
 // absent = zero, a kiln extension of the layout). Any other name is an error.
 //
-// Metadata: general.architecture "gpt2", general.name, gpt2.context_length,
-// gpt2.embedding_length, gpt2.feed_forward_length, gpt2.block_count,
-// gpt2.attention.head_count (UINT32), gpt2.attention.layer_norm_epsilon (FLOAT32).
+// Metadata and names: the gpt2 descriptor's (formats/arch/gpt2_arch.h).
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -80,6 +78,5 @@ struct Gpt2Source {
 // result's owned buffers (the caller sets Checkpoint::source).
 Checkpoint gpt2_checkpoint(const Gpt2Source& source);
 
-std::vector<GgufEntry> gpt2_metadata(const Gpt2HyperParameters& p);
 
 }  // namespace kiln

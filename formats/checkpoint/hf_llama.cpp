@@ -13,7 +13,7 @@
 #include "engine/core/error.h"
 #include "engine/core/printable.h"
 #include "formats/checkpoint/hf_folder.h"
-#include "formats/checkpoint/llama_metadata.h"
+#include "formats/arch/llama_arch.h"
 #include "formats/checkpoint/safetensors.h"
 
 namespace kiln {
@@ -25,17 +25,18 @@ constexpr std::string_view kArchitecture = "LlamaForCausalLM";
 // llama.cpp's RoPE base when llama.rope.freq_base is absent.
 constexpr double kDefaultRopeTheta = 10000.0;
 
+using LayerNames = arch::LlamaLayerTensors<std::string>;
 struct LayerTensor {
-    std::string_view hf;    // after "model.layers.N."
-    std::string_view gguf;  // after "blk.N."
+    std::string_view hf;            // after "model.layers.N."
+    std::string LayerNames::*gguf;  // the llama descriptor's tensor
 };
 // In the order llama.cpp's converters write a block (as llama_state_dict.cpp).
 constexpr LayerTensor kLayerTensors[] = {
-    {"self_attn.q_proj.weight", "attn_q.weight"},   {"self_attn.k_proj.weight", "attn_k.weight"},
-    {"self_attn.v_proj.weight", "attn_v.weight"},   {"self_attn.o_proj.weight", "attn_output.weight"},
-    {"input_layernorm.weight", "attn_norm.weight"}, {"mlp.gate_proj.weight", "ffn_gate.weight"},
-    {"mlp.down_proj.weight", "ffn_down.weight"},    {"mlp.up_proj.weight", "ffn_up.weight"},
-    {"post_attention_layernorm.weight", "ffn_norm.weight"},
+    {"self_attn.q_proj.weight", &LayerNames::attn_q},   {"self_attn.k_proj.weight", &LayerNames::attn_k},
+    {"self_attn.v_proj.weight", &LayerNames::attn_v},   {"self_attn.o_proj.weight", &LayerNames::attn_output},
+    {"input_layernorm.weight", &LayerNames::attn_norm}, {"mlp.gate_proj.weight", &LayerNames::ffn_gate},
+    {"mlp.down_proj.weight", &LayerNames::ffn_down},    {"mlp.up_proj.weight", &LayerNames::ffn_up},
+    {"post_attention_layernorm.weight", &LayerNames::ffn_norm},
 };
 
 std::string shape_text(const std::vector<uint64_t>& shape) { return fmt::format("({})", fmt::join(shape, ", ")); }
@@ -50,10 +51,12 @@ public:
         check_tensor_names();
 
         Checkpoint out;
-        out.metadata = metadata();
-        add(out, "model.embed_tokens.weight", "token_embd.weight", {vocab_, dim_});
-        add(out, "model.norm.weight", "output_norm.weight", {dim_});
-        if (!tied_) add(out, "lm_head.weight", "output.weight", {vocab_, dim_});
+        const arch::LlamaParams p = params();
+        out.metadata = p.metadata();
+        const arch::LlamaTensors<std::string> names = arch::llama_tensor_names(p);
+        add(out, "model.embed_tokens.weight", names.token_embd, {vocab_, dim_});
+        add(out, "model.norm.weight", names.output_norm, {dim_});
+        if (!tied_) add(out, "lm_head.weight", names.output, {vocab_, dim_});
         const uint64_t q = n_heads_ * head_dim_, kv = n_kv_heads_ * head_dim_;
         const std::vector<uint64_t> expected[] = {{q, dim_},       {kv, dim_},      {kv, dim_},      {dim_, q},
                                                   {dim_},          {hidden_, dim_}, {dim_, hidden_}, {hidden_, dim_},
@@ -61,7 +64,7 @@ public:
         for (uint64_t layer = 0; layer < n_layers_; ++layer) {
             for (size_t i = 0; i < std::size(kLayerTensors); ++i) {
                 const std::string hf = fmt::format("model.layers.{}.{}", layer, kLayerTensors[i].hf);
-                const std::string gguf = fmt::format("blk.{}.{}", layer, kLayerTensors[i].gguf);
+                const std::string& gguf = names.layers[layer].*kLayerTensors[i].gguf;
                 add(out, hf, gguf, expected[i]);
                 if (i == 0) unpermute(out, n_heads_);
                 if (i == 1) unpermute(out, n_kv_heads_);
@@ -184,9 +187,21 @@ private:
                            dim_, n_layers_, n_heads_, n_kv_heads_, hidden_, vocab_);
     }
 
-    std::vector<GgufEntry> metadata() const {
-        return llama_metadata({folder_.filename().string(), context_, dim_, hidden_, n_heads_, n_kv_heads_, n_layers_,
-                               head_dim_, norm_eps_, rope_theta_});
+    arch::LlamaParams params() const {
+        const auto i = [](uint64_t v) { return static_cast<int64_t>(v); };
+        arch::LlamaParams p;
+        p.name = folder_.filename().string();
+        p.n_vocab = i(vocab_);
+        p.n_ctx_train = i(context_);
+        p.dim = i(dim_);
+        p.n_layers = i(n_layers_);
+        p.n_heads = i(n_heads_);
+        p.n_kv_heads = i(n_kv_heads_);
+        p.ffn_dim = i(hidden_);
+        p.n_rot = i(head_dim_);
+        p.norm_eps = static_cast<float>(norm_eps_);
+        p.rope_base = static_cast<float>(rope_theta_);
+        return p;
     }
 
     std::filesystem::path folder_;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/core/error.h"
+#include "formats/arch/llama_arch.h"
 #include "formats/io/mapped_file.h"
 
 namespace kiln {
@@ -327,40 +328,43 @@ void add_tensor(Checkpoint& cp, std::string name, std::vector<uint64_t> dims, st
     cp.tensors.push_back(CheckpointTensor{std::move(name), DType::F32, std::move(dims), data});
 }
 
-// llama.cpp's names and ggml dims (row length first). The order is the one
-// llama.cpp's converter used for stories260K.gguf, so files come out alike.
-void add_tensors(Checkpoint& cp, const Shape& s, const ModelViews& v) {
-    add_tensor(cp, "token_embd.weight", {s.dim, s.vocab}, v.embedding);
-    add_tensor(cp, "output_norm.weight", {s.dim}, v.final_norm);
-    if (!s.shared) add_tensor(cp, "output.weight", {s.dim, s.vocab}, v.classifier);
-    for (size_t l = 0; l < v.layers.size(); ++l) {
-        const LayerViews& layer = v.layers[l];
-        const auto name = [l](std::string_view what) { return fmt::format("blk.{}.{}.weight", l, what); };
-        add_tensor(cp, name("attn_q"), {s.dim, s.dim}, layer.wq);
-        add_tensor(cp, name("attn_k"), {s.dim, s.kv_dim}, layer.wk);
-        add_tensor(cp, name("attn_v"), {s.dim, s.kv_dim}, layer.wv);
-        add_tensor(cp, name("attn_output"), {s.dim, s.dim}, layer.wo);
-        add_tensor(cp, name("attn_norm"), {s.dim}, layer.attn_norm);
-        add_tensor(cp, name("ffn_gate"), {s.dim, s.hidden}, layer.w1);
-        add_tensor(cp, name("ffn_down"), {s.hidden, s.dim}, layer.w2);
-        add_tensor(cp, name("ffn_up"), {s.dim, s.hidden}, layer.w3);
-        add_tensor(cp, name("ffn_norm"), {s.dim}, layer.ffn_norm);
-    }
+// The llama descriptor's hyper-parameters of a llama2.c model. llama2.c
+// hard-codes 1e-5 in its rmsnorm; the file does not store it.
+arch::LlamaParams llama_params(const Shape& s, const std::filesystem::path& model) {
+    arch::LlamaParams p;  // all fit: they came from int32
+    p.name = model.stem().string();
+    p.n_vocab = static_cast<int64_t>(s.vocab);
+    p.n_ctx_train = static_cast<int64_t>(s.seq);
+    p.dim = static_cast<int64_t>(s.dim);
+    p.n_layers = static_cast<int64_t>(s.layers);
+    p.n_heads = static_cast<int64_t>(s.heads);
+    p.n_kv_heads = static_cast<int64_t>(s.kv_heads);
+    p.ffn_dim = static_cast<int64_t>(s.hidden);
+    p.n_rot = static_cast<int64_t>(s.head_dim);
+    p.norm_eps = 1e-5f;
+    return p;
 }
 
-void add_hyper_parameters(Checkpoint& cp, const Shape& s, const std::filesystem::path& model) {
-    auto u32 = [](uint64_t v) { return GgufValue(static_cast<uint32_t>(v)); };  // all fit: they came from int32
-    cp.metadata.push_back({"general.architecture", GgufValue("llama")});
-    cp.metadata.push_back({"general.name", GgufValue(model.stem().string())});
-    cp.metadata.push_back({"llama.context_length", u32(s.seq)});
-    cp.metadata.push_back({"llama.embedding_length", u32(s.dim)});
-    cp.metadata.push_back({"llama.feed_forward_length", u32(s.hidden)});
-    cp.metadata.push_back({"llama.block_count", u32(s.layers)});
-    cp.metadata.push_back({"llama.attention.head_count", u32(s.heads)});
-    cp.metadata.push_back({"llama.attention.head_count_kv", u32(s.kv_heads)});
-    cp.metadata.push_back({"llama.rope.dimension_count", u32(s.head_dim)});
-    // llama2.c hard-codes 1e-5 in its rmsnorm; the file does not store it.
-    cp.metadata.push_back({"llama.attention.layer_norm_rms_epsilon", GgufValue(1e-5f)});
+// The descriptor's names and ggml dims (row length first), in the order
+// llama.cpp's converter used for stories260K.gguf, so files come out alike.
+void add_tensors(Checkpoint& cp, const Shape& s, const ModelViews& v, const arch::LlamaParams& p) {
+    const arch::LlamaTensors<std::string> names = arch::llama_tensor_names(p);
+    add_tensor(cp, names.token_embd, {s.dim, s.vocab}, v.embedding);
+    add_tensor(cp, names.output_norm, {s.dim}, v.final_norm);
+    if (!s.shared) add_tensor(cp, names.output, {s.dim, s.vocab}, v.classifier);
+    for (size_t l = 0; l < v.layers.size(); ++l) {
+        const LayerViews& layer = v.layers[l];
+        const arch::LlamaLayerTensors<std::string>& name = names.layers[l];
+        add_tensor(cp, name.attn_q, {s.dim, s.dim}, layer.wq);
+        add_tensor(cp, name.attn_k, {s.dim, s.kv_dim}, layer.wk);
+        add_tensor(cp, name.attn_v, {s.dim, s.kv_dim}, layer.wv);
+        add_tensor(cp, name.attn_output, {s.dim, s.dim}, layer.wo);
+        add_tensor(cp, name.attn_norm, {s.dim}, layer.attn_norm);
+        add_tensor(cp, name.ffn_gate, {s.dim, s.hidden}, layer.w1);
+        add_tensor(cp, name.ffn_down, {s.hidden, s.dim}, layer.w2);
+        add_tensor(cp, name.ffn_up, {s.dim, s.hidden}, layer.w3);
+        add_tensor(cp, name.ffn_norm, {s.dim}, layer.ffn_norm);
+    }
 }
 
 // llama2.c's export wrote pieces for printing: U+2581 (SentencePiece's space
@@ -473,8 +477,9 @@ Checkpoint read_llama2c(const std::filesystem::path& model, const std::filesyste
         case Layout::V2: read_v2(in, s, views, cp); break;
     }
     cp.source = std::move(file);
-    add_hyper_parameters(cp, s, model);
-    add_tensors(cp, s, views);
+    const arch::LlamaParams params = llama_params(s, model);
+    cp.metadata = params.metadata(arch::LlamaKeyOrder::Llama2cConverter);
+    add_tensors(cp, s, views, params);
     if (tokenizer != nullptr) add_tokenizer(cp, *tokenizer, s.vocab);
     return cp;
 }

@@ -10,7 +10,7 @@
 
 #include "engine/core/error.h"
 #include "engine/core/printable.h"
-#include "formats/checkpoint/llama_metadata.h"
+#include "formats/arch/llama_arch.h"
 
 namespace kiln {
 namespace {
@@ -22,17 +22,18 @@ constexpr double kDefaultNormEps = 1e-5;
 // model.py buffers that older versions saved; recomputed by every runtime.
 constexpr std::string_view kRopeBuffers[] = {"freqs_cos", "freqs_sin", "freqs_cis"};
 
+using LayerNames = arch::LlamaLayerTensors<std::string>;
 struct LayerTensor {
-    std::string_view torch;  // after "layers.N."
-    std::string_view gguf;   // after "blk.N."
+    std::string_view torch;         // after "layers.N."
+    std::string LayerNames::*gguf;  // the llama descriptor's tensor
 };
 // In the order llama.cpp's converters write a block.
 constexpr LayerTensor kLayerTensors[] = {
-    {"attention.wq.weight", "attn_q.weight"},      {"attention.wk.weight", "attn_k.weight"},
-    {"attention.wv.weight", "attn_v.weight"},      {"attention.wo.weight", "attn_output.weight"},
-    {"attention_norm.weight", "attn_norm.weight"}, {"feed_forward.w1.weight", "ffn_gate.weight"},
-    {"feed_forward.w2.weight", "ffn_down.weight"}, {"feed_forward.w3.weight", "ffn_up.weight"},
-    {"ffn_norm.weight", "ffn_norm.weight"},
+    {"attention.wq.weight", &LayerNames::attn_q},      {"attention.wk.weight", &LayerNames::attn_k},
+    {"attention.wv.weight", &LayerNames::attn_v},      {"attention.wo.weight", &LayerNames::attn_output},
+    {"attention_norm.weight", &LayerNames::attn_norm}, {"feed_forward.w1.weight", &LayerNames::ffn_gate},
+    {"feed_forward.w2.weight", &LayerNames::ffn_down}, {"feed_forward.w3.weight", &LayerNames::ffn_up},
+    {"ffn_norm.weight", &LayerNames::ffn_norm},
 };
 
 std::string shape_text(const std::vector<int64_t>& shape) { return fmt::format("({})", fmt::join(shape, ", ")); }
@@ -48,19 +49,21 @@ public:
 
         Checkpoint out;
         out.source = c_.source;
-        out.metadata = metadata();
+        const arch::LlamaParams p = params();
+        out.metadata = p.metadata();
+        const arch::LlamaTensors<std::string> names = arch::llama_tensor_names(p);
         const TorchTensor& emb = tensor("tok_embeddings.weight");
-        add(out, emb, "token_embd.weight", {vocab_, dim_});
-        add(out, tensor("norm.weight"), "output_norm.weight", {dim_});
+        add(out, emb, names.token_embd, {vocab_, dim_});
+        add(out, tensor("norm.weight"), names.output_norm, {dim_});
         if (const TorchTensor* output = c_.find_tensor(prefix_ + "output.weight"); output && !tied(*output, emb))
-            add(out, *output, "output.weight", {vocab_, dim_});
+            add(out, *output, names.output, {vocab_, dim_});
         const int64_t q = n_heads_ * head_dim_, kv = n_kv_heads_ * head_dim_;
         const std::vector<int64_t> expected[] = {{q, dim_}, {kv, dim_}, {kv, dim_},      {dim_, q},     {dim_},
                                                  {hidden_, dim_}, {dim_, hidden_}, {hidden_, dim_}, {dim_}};
         for (int64_t layer = 0; layer < n_layers_; ++layer) {
             for (size_t i = 0; i < std::size(kLayerTensors); ++i) {
                 const TorchTensor& t = tensor(fmt::format("layers.{}.{}", layer, kLayerTensors[i].torch));
-                add(out, t, fmt::format("blk.{}.{}", layer, kLayerTensors[i].gguf), expected[i]);
+                add(out, t, names.layers[static_cast<size_t>(layer)].*kLayerTensors[i].gguf, expected[i]);
             }
         }
         return out;
@@ -212,10 +215,19 @@ private:
                                               : fmt::format("; model_args gave {}", args_text_));
     }
 
-    std::vector<GgufEntry> metadata() const {
-        const auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
-        return llama_metadata({std::string(name_), u(max_seq_len_), u(dim_), u(hidden_), u(n_heads_), u(n_kv_heads_),
-                               u(n_layers_), u(head_dim_), norm_eps_});
+    arch::LlamaParams params() const {
+        arch::LlamaParams p;
+        p.name = std::string(name_);
+        p.n_vocab = vocab_;
+        p.n_ctx_train = max_seq_len_;
+        p.dim = dim_;
+        p.n_layers = n_layers_;
+        p.n_heads = n_heads_;
+        p.n_kv_heads = n_kv_heads_;
+        p.ffn_dim = hidden_;
+        p.n_rot = head_dim_;
+        p.norm_eps = static_cast<float>(norm_eps_);
+        return p;
     }
 
     const TorchCheckpoint& c_;
