@@ -11,7 +11,7 @@ NodeId BatchKeyValues::attend(Graph& g, int64_t, NodeId q, NodeId k, NodeId v, c
     if (heads.n_kv_heads != heads.n_heads)
         fail("graph", "batch attention has no grouped-query form yet ({} heads, {} key/value heads)", heads.n_heads,
              heads.n_kv_heads);
-    return ops::batch_attention(g, q, k, v, kNoNode, heads.n_heads, heads.head_dim, batch_, true, dropout_, seed_);
+    return ops::batch_attention(g, q, k, v, key_mask_, heads.n_heads, heads.head_dim, batch_, causal_, dropout_, seed_);
 }
 
 }  // namespace kiln

@@ -42,18 +42,20 @@ struct BlockContext {
 };
 
 // Keys and values from the batch itself: `batch` sequences of n / batch rows,
-// each attending causally to its own rows (training and scoring whole windows),
-// with dropout on the attention weights.
+// each attending to its own rows (causally, or where key_mask allows: training,
+// scoring whole windows, an encoder), with dropout on the attention weights.
 class BatchKeyValues final : public KeyValueReader {
 public:
-    BatchKeyValues(int64_t batch, float dropout, NodeId dropout_seed)
-        : batch_(batch), dropout_(dropout), seed_(dropout_seed) {}
+    BatchKeyValues(int64_t batch, float dropout, NodeId dropout_seed, bool causal = true, NodeId key_mask = kNoNode)
+        : batch_(batch), dropout_(dropout), seed_(dropout_seed), causal_(causal), key_mask_(key_mask) {}
     NodeId attend(Graph& g, int64_t layer, NodeId q, NodeId k, NodeId v, const HeadLayout& heads) override;
 
 private:
     int64_t batch_;
     float dropout_;
     NodeId seed_;
+    bool causal_;
+    NodeId key_mask_;
 };
 
 }  // namespace kiln

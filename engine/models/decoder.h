@@ -11,12 +11,11 @@
 
 #include "engine/graph/graph.h"
 #include "engine/models/block_context.h"
+#include "engine/models/weight_leaves.h"
 #include "formats/arch/tensor_spec.h"
 #include "formats/gguf/gguf_file.h"
 
 namespace kiln {
-
-class ResidentWeights;
 
 // What a session needs to know of a decoder.
 struct DecoderShape {
@@ -25,18 +24,6 @@ struct DecoderShape {
     int64_t kv_dim = 0;          // one cached key (or value) row
     int64_t n_ctx_train = 0;
     bool learned_positions = false;  // no position past n_ctx_train exists
-};
-
-// A file's tensors as leaves of a graph, read from where the weights were placed.
-class WeightLeaves {
-public:
-    WeightLeaves(const GgufFile& file, const ResidentWeights& placement) : file_(file), placement_(placement) {}
-    // The leaf of the tensor `spec` names; kNoNode when an optional tensor is absent.
-    NodeId operator()(Graph& g, const arch::TensorSpec& spec) const;
-
-private:
-    const GgufFile& file_;
-    const ResidentWeights& placement_;
 };
 
 class DecoderArch {

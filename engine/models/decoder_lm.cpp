@@ -7,15 +7,6 @@
 
 namespace kiln {
 
-NodeId WeightLeaves::operator()(Graph& g, const arch::TensorSpec& spec) const {
-    const GgufTensor* t = file_.find_tensor(spec.name);
-    if (t == nullptr) {
-        if (!spec.optional) fail("model", "{}: tensor '{}' is missing", file_.name(), spec.name);
-        return kNoNode;
-    }
-    return model_tensors::leaf(g, *t, placement_.data(*t));
-}
-
 namespace {
 
 class DecoderSession final : public SlotDecoderSession {

@@ -2,6 +2,7 @@
 
 #include <array>
 
+#include "engine/models/affine.h"
 #include "engine/models/model_tensors.h"
 #include "engine/ops/ops.h"
 
@@ -10,12 +11,6 @@ namespace kiln {
 namespace {
 
 using Affine = arch::Affine<NodeId>;
-
-NodeId with_bias(Graph& g, NodeId y, NodeId bias) { return bias == kNoNode ? y : ops::add(g, y, bias); }
-
-NodeId linear(Graph& g, const Affine& a, NodeId x) { return with_bias(g, ops::matmul(g, a.weight, x), a.bias); }
-
-NodeId norm(Graph& g, const Affine& a, NodeId x, float eps) { return ops::layer_norm(g, x, a.weight, a.bias, eps); }
 
 std::array<NodeId, 3> project_qkv(Graph& g, const Affine& qkv, NodeId h, int64_t d, FusedSplit split) {
     std::array<NodeId, 3> out{};
@@ -41,15 +36,15 @@ NodeId gpt2_forward(Graph& g, const arch::Gpt2Params& p, const arch::Gpt2Tensors
     x = ctx.dropout.apply(g, x);
     for (size_t i = 0; i < w.layers.size(); ++i) {
         const arch::Gpt2LayerTensors<NodeId>& L = w.layers[i];
-        const NodeId h = norm(g, L.attn_norm, x, p.norm_eps);
+        const NodeId h = layer_norm(g, L.attn_norm, x, p.norm_eps);
         const auto [q, k, v] = project_qkv(g, L.attn_qkv, h, p.dim, split);
         const NodeId a = ctx.attention->attend(g, static_cast<int64_t>(i), q, k, v, heads);
         x = ops::add(g, x, ctx.dropout.apply(g, linear(g, L.attn_output, a)));
-        const NodeId up = ops::gelu(g, linear(g, L.ffn_up, norm(g, L.ffn_norm, x, p.norm_eps)));
+        const NodeId up = ops::gelu(g, linear(g, L.ffn_up, layer_norm(g, L.ffn_norm, x, p.norm_eps)));
         x = ops::add(g, x, ctx.dropout.apply(g, linear(g, L.ffn_down, up)));
     }
     if (ctx.last_only && ctx.n > 1) x = ops::take_rows(g, x, ctx.n - 1, 1);
-    x = norm(g, w.output_norm, x, p.norm_eps);
+    x = layer_norm(g, w.output_norm, x, p.norm_eps);
     return ops::matmul(g, w.output != kNoNode ? w.output : w.token_embd, x);
 }
 

@@ -5,7 +5,9 @@
 
 #include "engine/core/error.h"
 #include "engine/models/graph_cache.h"
+#include "engine/models/affine.h"
 #include "engine/models/model_tensors.h"
+#include "engine/models/transformer_block.h"
 #include "engine/ops/ops.h"
 
 namespace kiln {
@@ -25,117 +27,88 @@ int32_t token_id_or(const GgufFile& f, const char* key, int64_t n_vocab) {
 
 TransformerModel::TransformerModel(std::shared_ptr<const GgufFile> file) : file_(std::move(file)) {
     const GgufFile& f = *file_;
-    const std::string arch = f.get_string("general.architecture");
-    if (arch != "transformer") fail("model", "{}: architecture '{}' is not transformer", f.name(), arch);
     TransformerConfig& c = config_;
-    c.dim = mt::positive(f, "transformer.embedding_length");
-    c.ffn_dim = mt::positive(f, "transformer.feed_forward_length");
-    c.n_encoder_layers = mt::positive(f, "transformer.encoder.block_count");
-    c.n_decoder_layers = mt::positive(f, "transformer.decoder.block_count");
-    c.n_heads = mt::positive(f, "transformer.attention.head_count");
-    c.n_ctx = mt::positive(f, "transformer.context_length");
-    c.norm_eps = mt::number_or(f, "transformer.attention.layer_norm_epsilon", 1e-5f);
-    if (!(c.norm_eps > 0)) fail("model", "{}: transformer.attention.layer_norm_epsilon must be positive", f.name());
-    c.norm_first = mt::bool_or(f, "transformer.norm_first", false);
-    const std::string act = f.find("transformer.ffn_activation") ? f.get_string("transformer.ffn_activation") : "relu";
-    if (act == "relu")
-        c.activation = TransformerConfig::Activation::Relu;
-    else if (act == "gelu")
-        c.activation = TransformerConfig::Activation::Gelu;
-    else
-        fail("model", "{}: transformer.ffn_activation '{}' is not one of relu, gelu", f.name(), act);
-    if (c.dim % c.n_heads != 0) fail("model", "{}: width {} is not a multiple of {} heads", f.name(), c.dim, c.n_heads);
-    c.head_dim = c.dim / c.n_heads;
-
-    const GgufTensor* embd = f.find_tensor("token_embd.weight");
-    if (embd == nullptr) fail("model", "{}: tensor 'token_embd.weight' is missing", f.name());
-    if (embd->dims.size() != 2) fail("model", "{}: tensor 'token_embd.weight' must be 2-D", f.name());
-    c.n_vocab = static_cast<int64_t>(embd->dims[1]);
+    static_cast<arch::TransformerParams&>(c) = arch::TransformerParams::read(f);
     c.bos = token_id_or(f, "tokenizer.ggml.bos_token_id", c.n_vocab);
     c.eos = token_id_or(f, "tokenizer.ggml.eos_token_id", c.n_vocab);
     c.pad = token_id_or(f, "tokenizer.ggml.padding_token_id", c.n_vocab);
     if (c.bos < 0) fail("model", "{}: tokenizer.ggml.bos_token_id (the decoder's start token) is missing", f.name());
     if (c.eos < 0) fail("model", "{}: tokenizer.ggml.eos_token_id is missing", f.name());
 
-    const auto d = static_cast<uint64_t>(c.dim), ffn = static_cast<uint64_t>(c.ffn_dim),
-               vocab = static_cast<uint64_t>(c.n_vocab);
-    source_embd_ = mt::find(f, "token_embd.weight", {d, vocab}, mt::Role::Table);
-    target_embd_ = mt::find(f, "dec.token_embd.weight", {d, vocab}, mt::Role::Table, false);
-    if (target_embd_ == nullptr) target_embd_ = source_embd_;
-    output_.weight = mt::find(f, "output.weight", {d, vocab}, mt::Role::Matrix, false);
-    if (output_.weight == nullptr) output_.weight = mt::find(f, target_embd_->name, {d, vocab}, mt::Role::Matrix);
-    output_.bias = mt::find(f, "output.bias", {vocab}, mt::Role::Norm, false);
+    const auto t = arch::transformer_tensors<const GgufTensor*>(c, [&](const arch::TensorSpec& s) { return mt::find(f, s); });
+    const GgufTensor* target_embd = t.dec_token_embd != nullptr ? t.dec_token_embd : t.token_embd;
+    if (t.output.weight == nullptr) mt::find_tied_head(f, c.dim, c.n_vocab, target_embd->name);
+    placement_ = std::make_unique<ResidentWeights>(f);
+    leaves_ = std::make_unique<WeightLeaves>(f, *placement_);
+    positions_ = sinusoidal_positions(c.dim, c.n_ctx);
+    info_ = ModelInfo{std::string(arch::kTransformer), c.n_vocab, c.n_ctx, mt::parameter_count(f), mt::weight_bytes(f)};
+}
 
-    auto affine = [&](const std::string& name, std::vector<uint64_t> dims, bool matrix, bool required = true) {
-        const uint64_t out = dims.back();
-        return Affine{mt::find(f, name + ".weight", dims, matrix ? mt::Role::Matrix : mt::Role::Norm, required),
-                      mt::find(f, name + ".bias", {out}, mt::Role::Norm, false)};
-    };
-    auto attention = [&](const std::string& p) {
-        return Attention{affine(p + "_q", {d, d}, true), affine(p + "_k", {d, d}, true), affine(p + "_v", {d, d}, true),
-                         affine(p + "_o", {d, d}, true)};
-    };
-    for (int64_t i = 0; i < c.n_encoder_layers; ++i) {
-        const std::string p = fmt::format("enc.blk.{}.", i);
-        encoder_.push_back(EncoderLayer{attention(p + "attn"), affine(p + "attn_norm", {d}, false),
-                                        affine(p + "ffn_up", {d, ffn}, true), affine(p + "ffn_down", {ffn, d}, true),
-                                        affine(p + "ffn_norm", {d}, false)});
-    }
-    for (int64_t i = 0; i < c.n_decoder_layers; ++i) {
-        const std::string p = fmt::format("dec.blk.{}.", i);
-        decoder_.push_back(DecoderLayer{attention(p + "attn"), attention(p + "cross_attn"),
-                                        affine(p + "attn_norm", {d}, false), affine(p + "cross_attn_norm", {d}, false),
-                                        affine(p + "ffn_up", {d, ffn}, true), affine(p + "ffn_down", {ffn, d}, true),
-                                        affine(p + "ffn_norm", {d}, false)});
-    }
-    encoder_norm_ = affine("enc.output_norm", {d}, false, false);
-    decoder_norm_ = affine("dec.output_norm", {d}, false, false);
-
-    // PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(the same angle), computed in double.
-    positions_.resize(static_cast<size_t>(c.dim * c.n_ctx));
-    for (int64_t pos = 0; pos < c.n_ctx; ++pos)
-        for (int64_t i = 0; i < c.dim; ++i) {
-            const double angle = static_cast<double>(pos) /
-                                 std::pow(10000.0, static_cast<double>(i - i % 2) / static_cast<double>(c.dim));
-            positions_[static_cast<size_t>(pos * c.dim + i)] =
-                static_cast<float>(i % 2 == 0 ? std::sin(angle) : std::cos(angle));
-        }
-    info_ = ModelInfo{arch, c.n_vocab, c.n_ctx, mt::parameter_count(f), mt::weight_bytes(f)};
+arch::TransformerTensors<NodeId> TransformerModel::leaves(Graph& g) const {
+    return arch::transformer_tensors<NodeId>(config_, [&](const arch::TensorSpec& s) { return (*leaves_)(g, s); });
 }
 
 namespace {
 
-// The layers' building blocks, shared by the encoder and decoder graphs.
-struct Builder {
-    Graph& g;
-    const TransformerModel& model;
-    const TransformerConfig& c = model.config();
+// The sinusoidal rows of a graph's I32 positions, from the model's table.
+std::function<NodeId(Graph&)> position_rows(const TransformerModel& model, NodeId positions) {
+    return [&model, positions](Graph& g) {
+        const TransformerConfig& c = model.config();
+        const NodeId table = g.weight("sinusoidal_positions", DType::F32, Shape::of({c.dim, c.n_ctx}),
+                                      model.positions_table().data());
+        return ops::get_rows(g, table, positions);
+    };
+}
 
-    NodeId linear(const TransformerModel::Affine& a, NodeId x) {
-        const NodeId y = ops::matmul(g, mt::leaf(g, *a.weight), x);
-        return a.bias ? ops::add(g, y, mt::leaf(g, *a.bias)) : y;
+// An encoder's self-attention over its own batch: every row sees the rows the mask allows.
+class MaskedKeyValues final : public KeyValueReader {
+public:
+    MaskedKeyValues(NodeId limits, NodeId mask) : limits_(limits), mask_(mask) {}
+    NodeId attend(Graph& g, int64_t, NodeId q, NodeId k, NodeId v, const HeadLayout& h) override {
+        return ops::attention(g, q, k, v, limits_, mask_, h.n_heads, h.n_kv_heads, h.head_dim);
     }
-    NodeId norm(const TransformerModel::Affine& a, NodeId x) {
-        return ops::layer_norm(g, x, mt::leaf(g, *a.weight), a.bias ? mt::leaf(g, *a.bias) : kNoNode, c.norm_eps);
+
+private:
+    NodeId limits_, mask_;
+};
+
+// A decoder's self-attention through the target slots' KV caches.
+class TargetCache final : public KeyValueReader {
+public:
+    TargetCache(SequenceSlots& slots, int64_t dim, NodeId cache_rows, NodeId mask)
+        : slots_(slots), shape_(Shape::of({dim, slots.cache_rows()})), rows_(cache_rows), mask_(mask) {}
+    NodeId attend(Graph& g, int64_t layer, NodeId q, NodeId k, NodeId v, const HeadLayout& h) override {
+        const NodeId k_cache = g.state(fmt::format("cache_k.{}", layer), DType::F32, shape_, slots_.keys(layer));
+        const NodeId v_cache = g.state(fmt::format("cache_v.{}", layer), DType::F32, shape_, slots_.values(layer));
+        const NodeId keys = ops::store_kv(g, k_cache, k, rows_);
+        const NodeId values = ops::store_kv(g, v_cache, v, rows_);
+        return ops::attention(g, q, keys, values, rows_, mask_, h.n_heads, h.n_kv_heads, h.head_dim);
     }
-    NodeId ffn(const TransformerModel::Affine& up, const TransformerModel::Affine& down, NodeId x) {
-        const NodeId h = linear(up, x);
-        const bool relu = c.activation == TransformerConfig::Activation::Relu;
-        return linear(down, relu ? ops::relu(g, h) : ops::gelu_erf(g, h));
+
+private:
+    SequenceSlots& slots_;
+    Shape shape_;
+    NodeId rows_, mask_;
+};
+
+// Cross-attention over the keys and values the encoder graph stored for every source.
+class SourceCache final : public CrossKeyValueReader {
+public:
+    SourceCache(std::vector<std::vector<float>>& keys, std::vector<std::vector<float>>& values, Shape shape,
+                NodeId limits, NodeId mask)
+        : keys_(keys), values_(values), shape_(shape), limits_(limits), mask_(mask) {}
+    NodeId attend(Graph& g, int64_t layer, NodeId q, const arch::AttentionTensors<NodeId>&, const HeadLayout& h) override {
+        const auto i = static_cast<size_t>(layer);
+        const NodeId k = g.state(fmt::format("cross_k.{}", i), DType::F32, shape_, keys_[i].data());
+        const NodeId v = g.state(fmt::format("cross_v.{}", i), DType::F32, shape_, values_[i].data());
+        return ops::attention(g, q, k, v, limits_, mask_, h.n_heads, h.n_kv_heads, h.head_dim);
     }
-    // A residual sublayer, post-LN (the paper) or pre-LN.
-    template <typename F>
-    NodeId residual(const TransformerModel::Affine& norm_weights, NodeId x, F sublayer) {
-        if (c.norm_first) return ops::add(g, x, sublayer(norm(norm_weights, x)));
-        return norm(norm_weights, ops::add(g, x, sublayer(x)));
-    }
-    // Embedding * sqrt(d) + sinusoidal positions.
-    NodeId embed(const GgufTensor& table, NodeId tokens, NodeId positions) {
-        const NodeId e = ops::scale(g, ops::get_rows(g, mt::leaf(g, table), tokens), std::sqrt(static_cast<float>(c.dim)));
-        const NodeId pe = g.weight("sinusoidal_positions", DType::F32, Shape::of({c.dim, c.n_ctx}),
-                                   model.positions_table().data());
-        return ops::add(g, e, ops::get_rows(g, pe, positions));
-    }
+
+private:
+    std::vector<std::vector<float>>& keys_;
+    std::vector<std::vector<float>>& values_;
+    Shape shape_;
+    NodeId limits_, mask_;
 };
 
 }  // namespace
@@ -163,7 +136,6 @@ TransformerSession::TransformerSession(const TransformerModel& model, int64_t n_
 TransformerSession::EncoderGraph& TransformerSession::encoder_graph(int64_t n_sources, int64_t length) {
     return cached_graph(encoders_, std::pair{n_sources, length}, [&](EncoderGraph& e) {
         Graph& g = e.graph;
-        Builder b{g, model_};
         const TransformerConfig& c = model_.config();
         const int64_t n = n_sources * length;
         e.tokens = g.input("tokens", DType::I32, Shape::of({n}));
@@ -171,24 +143,18 @@ TransformerSession::EncoderGraph& TransformerSession::encoder_graph(int64_t n_so
         e.limits = g.input("attention_limits", DType::I32, Shape::of({n}));
         e.mask = g.input("source_mask", DType::I8, Shape::of({n, n}));
         e.cache_rows = g.input("cross_rows", DType::I32, Shape::of({n}));
-        NodeId x = b.embed(model_.source_embedding(), e.tokens, e.positions);
-        for (const TransformerModel::EncoderLayer& L : model_.encoder_layers()) {
-            x = b.residual(L.attn_norm, x, [&](NodeId h) {
-                const NodeId a = ops::attention(g, b.linear(L.self.q, h), b.linear(L.self.k, h), b.linear(L.self.v, h),
-                                                e.limits, e.mask, c.n_heads, c.n_heads, c.head_dim);
-                return b.linear(L.self.o, a);
-            });
-            x = b.residual(L.ffn_norm, x, [&](NodeId h) { return b.ffn(L.up, L.down, h); });
-        }
-        if (const auto* norm = model_.encoder_norm()) x = b.norm(*norm, x);
+        const arch::TransformerTensors<NodeId> w = model_.leaves(g);
+        MaskedKeyValues self(e.limits, e.mask);
+        const NodeId memory =
+            transformer_encode(g, c, w, StackInputs{e.tokens, position_rows(model_, e.positions), &self}, Dropout{});
         // Every decoder layer's cross-attention keys and values of the encoder output, computed once.
         const Shape cross_shape = Shape::of({c.dim, n_sources_ * max_source_});
-        for (size_t i = 0; i < model_.decoder_layers().size(); ++i) {
-            const TransformerModel::DecoderLayer& L = model_.decoder_layers()[i];
+        for (size_t i = 0; i < w.decoder.size(); ++i) {
+            const arch::AttentionTensors<NodeId>& cross = w.decoder[i].cross_attn;
             const NodeId k_state = g.state(fmt::format("cross_k.{}", i), DType::F32, cross_shape, cross_k_[i].data());
             const NodeId v_state = g.state(fmt::format("cross_v.{}", i), DType::F32, cross_shape, cross_v_[i].data());
-            g.mark_output(ops::store_kv(g, k_state, b.linear(L.cross.k, x), e.cache_rows));
-            g.mark_output(ops::store_kv(g, v_state, b.linear(L.cross.v, x), e.cache_rows));
+            g.mark_output(ops::store_kv(g, k_state, linear(g, cross.k, memory), e.cache_rows));
+            g.mark_output(ops::store_kv(g, v_state, linear(g, cross.v, memory), e.cache_rows));
         }
         e.executor = std::make_unique<Executor>(g, mode_);
     });
@@ -253,7 +219,6 @@ void TransformerSession::set_source(int64_t slot, int64_t source) {
 TransformerSession::DecoderGraph& TransformerSession::decoder_graph(int64_t n) {
     return cached_graph(decoders_, n, [&](DecoderGraph& d) {
         Graph& g = d.graph;
-        Builder b{g, model_};
         const TransformerConfig& c = model_.config();
         const int64_t cross_rows = n_sources_ * max_source_;
         d.tokens = g.input("tokens", DType::I32, Shape::of({n}));
@@ -263,33 +228,10 @@ TransformerSession::DecoderGraph& TransformerSession::decoder_graph(int64_t n) {
                                              : kNoNode;
         d.cross_limits = g.input("cross_limits", DType::I32, Shape::of({n}));
         d.cross_mask = g.input("cross_mask", DType::I8, Shape::of({cross_rows, n}));
-        const Shape self_shape = Shape::of({c.dim, targets_.cache_rows()});
-        const Shape cross_shape = Shape::of({c.dim, cross_rows});
-        NodeId x = b.embed(model_.target_embedding(), d.tokens, d.positions);
-        for (size_t i = 0; i < model_.decoder_layers().size(); ++i) {
-            const TransformerModel::DecoderLayer& L = model_.decoder_layers()[i];
-            const auto layer = static_cast<int64_t>(i);
-            x = b.residual(L.attn_norm, x, [&](NodeId h) {
-                const NodeId k_cache = g.state(fmt::format("cache_k.{}", i), DType::F32, self_shape, targets_.keys(layer));
-                const NodeId v_cache =
-                    g.state(fmt::format("cache_v.{}", i), DType::F32, self_shape, targets_.values(layer));
-                const NodeId keys = ops::store_kv(g, k_cache, b.linear(L.self.k, h), d.cache_rows);
-                const NodeId values = ops::store_kv(g, v_cache, b.linear(L.self.v, h), d.cache_rows);
-                const NodeId a = ops::attention(g, b.linear(L.self.q, h), keys, values, d.cache_rows, d.self_mask,
-                                                c.n_heads, c.n_heads, c.head_dim);
-                return b.linear(L.self.o, a);
-            });
-            x = b.residual(L.cross_norm, x, [&](NodeId h) {
-                const NodeId keys = g.state(fmt::format("cross_k.{}", i), DType::F32, cross_shape, cross_k_[i].data());
-                const NodeId values = g.state(fmt::format("cross_v.{}", i), DType::F32, cross_shape, cross_v_[i].data());
-                const NodeId a = ops::attention(g, b.linear(L.cross.q, h), keys, values, d.cross_limits, d.cross_mask,
-                                                c.n_heads, c.n_heads, c.head_dim);
-                return b.linear(L.cross.o, a);
-            });
-            x = b.residual(L.ffn_norm, x, [&](NodeId h) { return b.ffn(L.up, L.down, h); });
-        }
-        if (const auto* norm = model_.decoder_norm()) x = b.norm(*norm, x);
-        d.logits = b.linear(model_.output(), x);
+        TargetCache self(targets_, c.dim, d.cache_rows, d.self_mask);
+        SourceCache cross(cross_k_, cross_v_, Shape::of({c.dim, cross_rows}), d.cross_limits, d.cross_mask);
+        d.logits = transformer_decode(g, c, model_.leaves(g), StackInputs{d.tokens, position_rows(model_, d.positions), &self},
+                                      cross, Dropout{});
         g.mark_output(d.logits);
         d.executor = std::make_unique<Executor>(g, mode_);
     });

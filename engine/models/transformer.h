@@ -19,57 +19,30 @@
 #include "engine/graph/executor.h"
 #include "engine/graph/graph.h"
 #include "engine/models/causal_lm.h"
+#include "engine/models/resident_weights.h"
 #include "engine/models/sequence_slots.h"
+#include "engine/models/weight_leaves.h"
+#include "formats/arch/transformer_arch.h"
 #include "formats/gguf/gguf_file.h"
 
 namespace kiln {
 
 class ThreadPool;
 
-struct TransformerConfig {
-    int64_t n_vocab = 0;
-    int64_t dim = 0;
-    int64_t n_encoder_layers = 0;
-    int64_t n_decoder_layers = 0;
-    int64_t n_heads = 0;
-    int64_t head_dim = 0;
-    int64_t ffn_dim = 0;
-    int64_t n_ctx = 0;  // longest source, and longest target
-    float norm_eps = 1e-5f;
-    bool norm_first = false;  // pre-LN; false: post-LN (the paper)
-    enum class Activation { Relu, Gelu } activation = Activation::Relu;
+// The descriptor's hyper-parameters and the special tokens a session needs.
+struct TransformerConfig : arch::TransformerParams {
     int32_t bos = -1, eos = -1, pad = -1;  // decoder start, end of sequence, padding (-1: none)
 };
 
 class TransformerModel {
 public:
+    // Checks the hyper-parameters and every tensor's presence, type and shape.
     explicit TransformerModel(std::shared_ptr<const GgufFile> file);
 
     const TransformerConfig& config() const noexcept { return config_; }
     const ModelInfo& info() const noexcept { return info_; }
-
-    struct Affine {
-        const GgufTensor* weight;
-        const GgufTensor* bias;  // null when absent
-    };
-    struct Attention {
-        Affine q, k, v, o;
-    };
-    struct EncoderLayer {
-        Attention self;
-        Affine attn_norm, up, down, ffn_norm;
-    };
-    struct DecoderLayer {
-        Attention self, cross;
-        Affine attn_norm, cross_norm, up, down, ffn_norm;
-    };
-    const GgufTensor& source_embedding() const noexcept { return *source_embd_; }
-    const GgufTensor& target_embedding() const noexcept { return *target_embd_; }
-    const Affine& output() const noexcept { return output_; }
-    const Affine* encoder_norm() const noexcept { return encoder_norm_.weight ? &encoder_norm_ : nullptr; }
-    const Affine* decoder_norm() const noexcept { return decoder_norm_.weight ? &decoder_norm_ : nullptr; }
-    const std::vector<EncoderLayer>& encoder_layers() const noexcept { return encoder_; }
-    const std::vector<DecoderLayer>& decoder_layers() const noexcept { return decoder_; }
+    // The model's tensors as leaves of g (absent optional ones: kNoNode).
+    arch::TransformerTensors<NodeId> leaves(Graph& g) const;
     // The sinusoidal position table, [dim, n_ctx] row-major.
     const std::vector<float>& positions_table() const noexcept { return positions_; }
 
@@ -77,11 +50,8 @@ private:
     std::shared_ptr<const GgufFile> file_;
     TransformerConfig config_;
     ModelInfo info_;
-    const GgufTensor* source_embd_ = nullptr;
-    const GgufTensor* target_embd_ = nullptr;
-    Affine output_{}, encoder_norm_{}, decoder_norm_{};
-    std::vector<EncoderLayer> encoder_;
-    std::vector<DecoderLayer> decoder_;
+    std::unique_ptr<ResidentWeights> placement_;
+    std::unique_ptr<WeightLeaves> leaves_;
     std::vector<float> positions_;
 };
 

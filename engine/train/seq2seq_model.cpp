@@ -1,21 +1,16 @@
 #include "engine/train/seq2seq_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
 #include "engine/core/error.h"
+#include "engine/models/affine.h"
+#include "engine/models/transformer_block.h"
 #include "engine/ops/ops.h"
 #include "engine/train/autodiff.h"
 
 namespace kiln::train {
-
-namespace {
-
-std::string layer(const char* stack, int64_t n, const char* rest) {
-    return std::string(stack) + ".blk." + std::to_string(n) + "." + rest;
-}
-
-}  // namespace
 
 void Seq2SeqConfig::validate() const {
     if (vocab < 1) fail("transformer", "the vocabulary is empty");
@@ -25,48 +20,55 @@ void Seq2SeqConfig::validate() const {
     if (width % 2 != 0) fail("transformer", "width {} must be even (sinusoidal positions)", width);
 }
 
+Seq2SeqConfig Seq2SeqConfig::of(const arch::TransformerParams& p) {
+    Seq2SeqConfig c;
+    c.vocab = p.n_vocab;
+    c.context = p.n_ctx;
+    c.width = p.dim;
+    c.encoder_layers = p.n_encoder_layers;
+    c.decoder_layers = p.n_decoder_layers;
+    c.heads = p.n_heads;
+    c.ffn = p.ffn_dim;
+    c.norm_first = p.norm_first;
+    c.gelu = p.activation == arch::TransformerParams::Activation::Gelu;
+    c.eps = p.norm_eps;
+    return c;
+}
+
+arch::TransformerParams Seq2SeqModel::params() const {
+    arch::TransformerParams p;
+    p.name = "kiln-train encoder-decoder";
+    p.n_vocab = config_.vocab;
+    p.n_ctx = config_.context;
+    p.dim = config_.width;
+    p.n_encoder_layers = config_.encoder_layers;
+    p.n_decoder_layers = config_.decoder_layers;
+    p.n_heads = config_.heads;
+    p.ffn_dim = config_.ffn;
+    p.norm_eps = config_.eps;
+    p.norm_first = config_.norm_first;
+    p.activation = config_.gelu ? arch::TransformerParams::Activation::Gelu : arch::TransformerParams::Activation::Relu;
+    return p;
+}
+
 Seq2SeqModel::Seq2SeqModel(Seq2SeqConfig config) : config_(config) {
     config_.validate();
-    const auto d = static_cast<uint64_t>(config_.width), f = static_cast<uint64_t>(config_.ffn);
-    add("token_embd.weight", {d, static_cast<uint64_t>(config_.vocab)}, false);
-    const auto attention = [&](const std::string& prefix) {
-        for (const char* p : {"q", "k", "v", "o"}) {
-            add(prefix + p + ".weight", {d, d}, true);
-            add(prefix + p + ".bias", {d}, false);
-        }
-    };
-    const auto norm = [&](const std::string& name) {
-        add(name + ".weight", {d}, false);
-        add(name + ".bias", {d}, false);
-    };
-    const auto ffn = [&](const char* stack, int64_t n) {
-        add(layer(stack, n, "ffn_up.weight"), {d, f}, true);
-        add(layer(stack, n, "ffn_up.bias"), {f}, false);
-        add(layer(stack, n, "ffn_down.weight"), {f, d}, true);
-        add(layer(stack, n, "ffn_down.bias"), {d}, false);
-        norm(layer(stack, n, "ffn_norm"));
-    };
-    for (int64_t n = 0; n < config_.encoder_layers; ++n) {
-        attention(layer("enc", n, "attn_"));
-        norm(layer("enc", n, "attn_norm"));
-        ffn("enc", n);
+    const arch::TransformerParams p = params();
+    // One embedding, shared by both stacks and the head: no dec.token_embd, output.weight or output.bias.
+    const arch::TransformerTensors<std::string> names = arch::transformer_tensor_names(p);
+    const std::string* untrained[] = {&names.dec_token_embd, &names.output.weight, &names.output.bias};
+    for (const arch::TensorSpec& s : arch::transformer_tensor_specs(p)) {
+        if (std::ranges::any_of(untrained, [&](const std::string* name) { return *name == s.name; })) continue;
+        add(s.name, s.dims, s.role == arch::TensorRole::Matrix);
     }
-    norm("enc.output_norm");
-    for (int64_t n = 0; n < config_.decoder_layers; ++n) {
-        attention(layer("dec", n, "attn_"));
-        norm(layer("dec", n, "attn_norm"));
-        attention(layer("dec", n, "cross_attn_"));
-        norm(layer("dec", n, "cross_attn_norm"));
-        ffn("dec", n);
-    }
-    norm("dec.output_norm");
     allocate();
 }
 
 void Seq2SeqModel::initialize(Rng& rng) {
+    const std::string embedding_name = arch::transformer_tensor_names(params()).token_embd;
     for (const ParamTensor& t : tensors()) {
         float* p = data().data() + t.segment.offset;
-        const bool embedding = t.name == "token_embd.weight";
+        const bool embedding = t.name == embedding_name;
         const bool norm_weight = t.name.ends_with("norm.weight");
         const double limit = t.is_matrix() ? std::sqrt(6.0 / static_cast<double>(t.dims[0] + t.dims[1])) : 0.0;
         for (size_t i = 0; i < t.segment.count; ++i) {
@@ -96,8 +98,10 @@ std::unique_ptr<Seq2SeqGraph> build_seq2seq_graph(Seq2SeqModel& model, int64_t b
     out->tgt_len = tgt_len;
     Graph& g = out->graph;
     out->params = model.add_states(g);
-    const auto P = [&](const std::string& name) { return model.node_of(out->params, name); };
-    const int64_t d = c.width, heads = c.heads, head_dim = d / heads;
+    const arch::TransformerParams params = model.params();
+    const auto w = arch::transformer_tensors<NodeId>(
+        params, [&](const arch::TensorSpec& s) { return model.node_of(out->params, s.name); });
+    const int64_t d = c.width;
     out->source = g.input("source", DType::I32, Shape::of({batch * src_len}));
     out->source_mask = g.input("source_mask", DType::I8, Shape::of({src_len, batch}));
     out->decoder_input = g.input("decoder_input", DType::I32, Shape::of({batch * tgt_len}));
@@ -105,68 +109,25 @@ std::unique_ptr<Seq2SeqGraph> build_seq2seq_graph(Seq2SeqModel& model, int64_t b
     if (!(dropout >= 0.0f && dropout < 1.0f)) fail("transformer", "dropout {} is outside [0, 1)", dropout);
     const float p = training ? dropout : 0.0f;
     if (p > 0.0f) out->dropout_seed = g.input("dropout_seed", DType::I32, Shape::of({2}));
-    const auto drop = [&](NodeId x) { return p > 0.0f ? ops::dropout(g, x, out->dropout_seed, p) : x; };
+    const Dropout drop{out->dropout_seed, p};
 
-    // Sinusoidal positions of every row, a constant input.
+    // Sinusoidal positions of every row, a constant input made where the embedding needs it.
+    const std::vector<float> table = sinusoidal_positions(d, std::max(src_len, tgt_len));
     const auto positions = [&](const char* name, int64_t len) {
-        const NodeId pe = g.input(name, DType::F32, Shape::of({d, batch * len}));
-        for (int64_t r = 0; r < batch * len; ++r) {
-            const double pos = static_cast<double>(r % len);
-            float* row = g.node(pe).row(r);
-            for (int64_t i = 0; i < d / 2; ++i) {
-                const double angle = pos / std::pow(10000.0, static_cast<double>(2 * i) / static_cast<double>(d));
-                row[2 * i] = static_cast<float>(std::sin(angle));
-                row[2 * i + 1] = static_cast<float>(std::cos(angle));
-            }
-        }
-        return pe;
+        return [&, name, len](Graph& graph) {
+            const NodeId pe = graph.input(name, DType::F32, Shape::of({d, batch * len}));
+            for (int64_t r = 0; r < batch * len; ++r)
+                std::copy_n(table.data() + (r % len) * d, d, graph.node(pe).row(r));
+            return pe;
+        };
     };
-    const NodeId embedding = P("token_embd.weight");
-    const auto embed = [&](NodeId ids, const char* pe_name, int64_t len) {
-        return drop(ops::add(g, ops::scale(g, ops::get_rows(g, embedding, ids), std::sqrt(static_cast<float>(d))),
-                             positions(pe_name, len)));
-    };
-    const auto linear = [&](NodeId x, const std::string& name) {
-        return ops::add(g, ops::matmul(g, P(name + ".weight"), x), P(name + ".bias"));
-    };
-    const auto norm = [&](NodeId x, const std::string& name) {
-        return ops::layer_norm(g, x, P(name + ".weight"), P(name + ".bias"), c.eps);
-    };
-    const auto attend = [&](NodeId queries, NodeId memory, const std::string& prefix, NodeId mask, bool causal) {
-        const NodeId q = linear(queries, prefix + "q");
-        const NodeId k = linear(memory, prefix + "k");
-        const NodeId v = linear(memory, prefix + "v");
-        return linear(ops::batch_attention(g, q, k, v, mask, heads, head_dim, batch, causal, p, out->dropout_seed),
-                      prefix + "o");
-    };
-    const auto feed_forward = [&](NodeId x, const char* stack, int64_t n) {
-        const NodeId up = linear(x, layer(stack, n, "ffn_up"));
-        return linear(drop(c.gelu ? ops::gelu_erf(g, up) : ops::relu(g, up)), layer(stack, n, "ffn_down"));
-    };
-    // Pre-LN: x + f(LN(x)); post-LN: LN(x + f(x)).
-    const auto sublayer = [&](NodeId x, const std::string& norm_name, auto f) {
-        if (c.norm_first) return ops::add(g, x, drop(f(norm(x, norm_name))));
-        return norm(ops::add(g, x, drop(f(x))), norm_name);
-    };
-
-    NodeId x = embed(out->source, "source_positions", src_len);
-    for (int64_t n = 0; n < c.encoder_layers; ++n) {
-        x = sublayer(x, layer("enc", n, "attn_norm"),
-                     [&](NodeId h) { return attend(h, h, layer("enc", n, "attn_"), out->source_mask, false); });
-        x = sublayer(x, layer("enc", n, "ffn_norm"), [&](NodeId h) { return feed_forward(h, "enc", n); });
-    }
-    const NodeId memory = norm(x, "enc.output_norm");
-    NodeId y = embed(out->decoder_input, "target_positions", tgt_len);
-    for (int64_t n = 0; n < c.decoder_layers; ++n) {
-        y = sublayer(y, layer("dec", n, "attn_norm"),
-                     [&](NodeId h) { return attend(h, h, layer("dec", n, "attn_"), kNoNode, true); });
-        y = sublayer(y, layer("dec", n, "cross_attn_norm"), [&](NodeId h) {
-            return attend(h, memory, layer("dec", n, "cross_attn_"), out->source_mask, false);
-        });
-        y = sublayer(y, layer("dec", n, "ffn_norm"), [&](NodeId h) { return feed_forward(h, "dec", n); });
-    }
-    y = norm(y, "dec.output_norm");
-    out->logits = ops::matmul(g, embedding, y);  // tied to the (shared) embedding
+    BatchKeyValues encoder_attention(batch, p, out->dropout_seed, false, out->source_mask);
+    const NodeId memory =
+        transformer_encode(g, params, w, StackInputs{out->source, positions("source_positions", src_len), &encoder_attention}, drop);
+    BatchKeyValues decoder_attention(batch, p, out->dropout_seed, true);
+    BatchCrossKeyValues cross(memory, batch, out->source_mask, p, out->dropout_seed);
+    out->logits = transformer_decode(
+        g, params, w, StackInputs{out->decoder_input, positions("target_positions", tgt_len), &decoder_attention}, cross, drop);
     out->loss = ops::cross_entropy(g, out->logits, out->labels, -1);
     if (training) {
         out->grads = append_loss_backward(g, out->loss, out->params).params;

@@ -15,6 +15,7 @@
 #include "engine/graph/graph.h"
 #include "engine/train/param_model.h"
 #include "engine/train/rng.h"
+#include "formats/arch/transformer_arch.h"
 
 namespace kiln::train {
 
@@ -30,6 +31,8 @@ struct Seq2SeqConfig {
     float eps = 1e-5f;
 
     void validate() const;
+    // The trainer's configuration of a transformer file's hyper-parameters.
+    static Seq2SeqConfig of(const arch::TransformerParams& p);
 };
 
 class Seq2SeqModel : public ParamModel {
@@ -38,6 +41,8 @@ public:
     // Matrices Xavier-uniform (as torch.nn.Transformer), embedding N(0, d^-1/2), norms 1, biases 0.
     void initialize(Rng& rng);
     const Seq2SeqConfig& config() const noexcept { return config_; }
+    // The same model in the transformer architecture's terms (formats/arch/transformer_arch.h).
+    arch::TransformerParams params() const;
 
 private:
     Seq2SeqConfig config_;

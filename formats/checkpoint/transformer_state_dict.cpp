@@ -10,6 +10,7 @@
 
 #include "engine/core/error.h"
 #include "engine/core/printable.h"
+#include "formats/arch/transformer_arch.h"
 #include "formats/checkpoint/char_vocabulary.h"
 
 namespace kiln {
@@ -26,18 +27,24 @@ constexpr std::string_view kPositionBuffers[] = {"pe", "pos_encoder.pe", "positi
 
 std::string shape_text(const std::vector<int64_t>& shape) { return fmt::format("({})", fmt::join(shape, ", ")); }
 
-// torch.nn.Transformer's names inside a layer -> GGUF names inside a block.
-struct Attention {
-    std::string_view torch;  // "self_attn" or "multihead_attn"
-    std::string_view gguf;   // "attn" or "cross_attn"
-};
+// torch.nn.Transformer's names inside a layer -> the transformer descriptor's tensors of a block.
+using Names = arch::Affine<std::string>;
+using EncoderNames = arch::EncoderLayerTensors<std::string>;
+using DecoderNames = arch::DecoderLayerTensors<std::string>;
+template <typename Layer>
 struct Plain {
     std::string_view torch;  // "linear1", "norm1", ...
-    std::string_view gguf;   // "ffn_up", "attn_norm", ...
+    Names Layer::*gguf;      // ffn_up, attn_norm, ...
 };
-constexpr Plain kEncoderPlain[] = {{"norm1", "attn_norm"}, {"linear1", "ffn_up"}, {"linear2", "ffn_down"}, {"norm2", "ffn_norm"}};
-constexpr Plain kDecoderPlain[] = {{"norm1", "attn_norm"}, {"norm2", "cross_attn_norm"}, {"linear1", "ffn_up"},
-                                   {"linear2", "ffn_down"}, {"norm3", "ffn_norm"}};
+constexpr Plain<EncoderNames> kEncoderPlain[] = {{"norm1", &EncoderNames::attn_norm},
+                                                 {"linear1", &EncoderNames::ffn_up},
+                                                 {"linear2", &EncoderNames::ffn_down},
+                                                 {"norm2", &EncoderNames::ffn_norm}};
+constexpr Plain<DecoderNames> kDecoderPlain[] = {{"norm1", &DecoderNames::attn_norm},
+                                                 {"norm2", &DecoderNames::cross_attn_norm},
+                                                 {"linear1", &DecoderNames::ffn_up},
+                                                 {"linear2", &DecoderNames::ffn_down},
+                                                 {"norm3", &DecoderNames::ffn_norm}};
 
 class Mapper {
 public:
@@ -52,28 +59,30 @@ public:
 
         Checkpoint out;
         out.source = c_.source;
-        out.metadata = metadata();
+        const arch::TransformerParams p = params();
+        out.metadata = p.metadata();
+        const arch::TransformerTensors<std::string> names = arch::transformer_tensor_names(p);
         const int64_t d = d_model_, f = ffn_;
-        add(out, *src_, "token_embd.weight", {vocab_, d});
-        if (!tied(*tgt_, *src_)) add(out, *tgt_, "dec.token_embd.weight", {vocab_, d});
+        add(out, *src_, names.token_embd, {vocab_, d});
+        if (!tied(*tgt_, *src_)) add(out, *tgt_, names.dec_token_embd, {vocab_, d});
         for (int64_t layer = 0; layer < n_enc_; ++layer) {
             const std::string from = fmt::format("transformer.encoder.layers.{}.", layer);
-            const std::string to = fmt::format("enc.blk.{}.", layer);
-            attention(out, from + "self_attn.", to + "attn_");
-            for (const Plain& p : kEncoderPlain) plain(out, from, to, p, d, f);
+            const EncoderNames& to = names.encoder[static_cast<size_t>(layer)];
+            attention(out, from + "self_attn.", to.attn);
+            for (const auto& plain_tensor : kEncoderPlain) plain(out, from, plain_tensor.torch, to.*plain_tensor.gguf, d, f);
         }
-        norm(out, "transformer.encoder.norm.", "enc.output_norm.", false);
+        norm(out, "transformer.encoder.norm.", names.enc_output_norm);
         for (int64_t layer = 0; layer < n_dec_; ++layer) {
             const std::string from = fmt::format("transformer.decoder.layers.{}.", layer);
-            const std::string to = fmt::format("dec.blk.{}.", layer);
-            attention(out, from + "self_attn.", to + "attn_");
-            attention(out, from + "multihead_attn.", to + "cross_attn_");
-            for (const Plain& p : kDecoderPlain) plain(out, from, to, p, d, f);
+            const DecoderNames& to = names.decoder[static_cast<size_t>(layer)];
+            attention(out, from + "self_attn.", to.attn);
+            attention(out, from + "multihead_attn.", to.cross_attn);
+            for (const auto& plain_tensor : kDecoderPlain) plain(out, from, plain_tensor.torch, to.*plain_tensor.gguf, d, f);
         }
-        norm(out, "transformer.decoder.norm.", "dec.output_norm.", false);
+        norm(out, "transformer.decoder.norm.", names.dec_output_norm);
         const TorchTensor& generator = required("generator.weight");
-        if (!tied(generator, *tgt_)) add(out, generator, "output.weight", {vocab_, d});
-        if (const TorchTensor* b = find("generator.bias")) add(out, *b, "output.bias", {vocab_});
+        if (!tied(generator, *tgt_)) add(out, generator, names.output.weight, {vocab_, d});
+        if (const TorchTensor* b = find("generator.bias")) add(out, *b, names.output.bias, {vocab_});
         add_vocabulary(out);
         return out;
     }
@@ -174,8 +183,8 @@ private:
             for (std::string_view p : {"in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias"})
                 known.insert(base + std::string(p));
         };
-        const auto add_plain = [&](const std::string& base, std::span<const Plain> plains) {
-            for (const Plain& p : plains)
+        const auto add_plain = [&](const std::string& base, const auto& plains) {
+            for (const auto& p : plains)
                 for (std::string_view w : {".weight", ".bias"}) known.insert(base + std::string(p.torch) + std::string(w));
         };
         for (int64_t l = 0; l < n_enc_; ++l) {
@@ -221,42 +230,37 @@ private:
     }
 
     // in_proj_weight (3d, d) / in_proj_bias (3d): Q, K, V are consecutive row ranges.
-    void attention(Checkpoint& out, const std::string& from, const std::string& to) const {
+    void attention(Checkpoint& out, const std::string& from, const arch::AttentionTensors<std::string>& to) const {
         const int64_t d = d_model_;
+        const Names* parts[] = {&to.q, &to.k, &to.v};
         const TorchTensor& w = required(from + "in_proj_weight");
-        if (w.shape != std::vector<int64_t>{3 * d, d})
-            add(out, w, to + "q.weight", {3 * d, d});  // throws the shape error
+        if (w.shape != std::vector<int64_t>{3 * d, d}) add(out, w, to.q.weight, {3 * d, d});  // throws the shape error
         const size_t part = w.data.size() / 3;
-        const char* names[] = {"q", "k", "v"};
-        for (size_t i = 0; i < 3; ++i)
-            add_view(out, w, w.data.subspan(i * part, part), fmt::format("{}{}.weight", to, names[i]), {d, d}, {d, d});
+        for (size_t i = 0; i < 3; ++i) add_view(out, w, w.data.subspan(i * part, part), parts[i]->weight, {d, d}, {d, d});
         if (const TorchTensor* b = find(from + "in_proj_bias")) {
-            if (b->shape != std::vector<int64_t>{3 * d}) add(out, *b, to + "q.bias", {3 * d});
+            if (b->shape != std::vector<int64_t>{3 * d}) add(out, *b, to.q.bias, {3 * d});
             const size_t bpart = b->data.size() / 3;
-            for (size_t i = 0; i < 3; ++i)
-                add_view(out, *b, b->data.subspan(i * bpart, bpart), fmt::format("{}{}.bias", to, names[i]), {d}, {d});
+            for (size_t i = 0; i < 3; ++i) add_view(out, *b, b->data.subspan(i * bpart, bpart), parts[i]->bias, {d}, {d});
         }
-        add(out, required(from + "out_proj.weight"), to + "o.weight", {d, d});
-        if (const TorchTensor* b = find(from + "out_proj.bias")) add(out, *b, to + "o.bias", {d});
+        add(out, required(from + "out_proj.weight"), to.o.weight, {d, d});
+        if (const TorchTensor* b = find(from + "out_proj.bias")) add(out, *b, to.o.bias, {d});
     }
 
-    void plain(Checkpoint& out, const std::string& from, const std::string& to, const Plain& p, int64_t d, int64_t f) const {
+    void plain(Checkpoint& out, const std::string& from, std::string_view torch, const Names& to, int64_t d,
+               int64_t f) const {
         std::vector<int64_t> weight = {d}, bias = {d};
-        if (p.torch == "linear1") weight = {f, d}, bias = {f};
-        if (p.torch == "linear2") weight = {d, f};
-        add(out, required(from + std::string(p.torch) + ".weight"), to + std::string(p.gguf) + ".weight", weight);
-        if (const TorchTensor* b = find(from + std::string(p.torch) + ".bias"))
-            add(out, *b, to + std::string(p.gguf) + ".bias", bias);
+        if (torch == "linear1") weight = {f, d}, bias = {f};
+        if (torch == "linear2") weight = {d, f};
+        add(out, required(from + std::string(torch) + ".weight"), to.weight, weight);
+        if (const TorchTensor* b = find(from + std::string(torch) + ".bias")) add(out, *b, to.bias, bias);
     }
 
-    void norm(Checkpoint& out, const std::string& from, const std::string& to, bool required_norm) const {
+    // A stack's final norm: optional.
+    void norm(Checkpoint& out, const std::string& from, const Names& to) const {
         const TorchTensor* w = find(from + "weight");
-        if (w == nullptr) {
-            if (required_norm) required(from + "weight");
-            return;
-        }
-        add(out, *w, to + "weight", {d_model_});
-        if (const TorchTensor* b = find(from + "bias")) add(out, *b, to + "bias", {d_model_});
+        if (w == nullptr) return;
+        add(out, *w, to.weight, {d_model_});
+        if (const TorchTensor* b = find(from + "bias")) add(out, *b, to.bias, {d_model_});
     }
 
     std::optional<uint32_t> special(std::string_view role, const std::vector<std::string>& itos) const {
@@ -298,21 +302,21 @@ private:
                                               : fmt::format("; model_args gave {}", args_text_));
     }
 
-    std::vector<GgufEntry> metadata() const {
-        const auto u32 = [](int64_t v) { return GgufValue(static_cast<uint32_t>(v)); };
-        return {
-            {"general.architecture", GgufValue("transformer")},
-            {"general.name", GgufValue(std::string(name_))},
-            {"transformer.context_length", u32(max_len_)},
-            {"transformer.embedding_length", u32(d_model_)},
-            {"transformer.feed_forward_length", u32(ffn_)},
-            {"transformer.encoder.block_count", u32(n_enc_)},
-            {"transformer.decoder.block_count", u32(n_dec_)},
-            {"transformer.attention.head_count", u32(n_heads_)},
-            {"transformer.attention.layer_norm_epsilon", GgufValue(static_cast<float>(norm_eps_))},
-            {"transformer.norm_first", GgufValue(norm_first_)},
-            {"transformer.ffn_activation", GgufValue(activation_)},
-        };
+    arch::TransformerParams params() const {
+        arch::TransformerParams p;
+        p.name = std::string(name_);
+        p.n_vocab = vocab_;
+        p.n_ctx = max_len_;
+        p.dim = d_model_;
+        p.n_encoder_layers = n_enc_;
+        p.n_decoder_layers = n_dec_;
+        p.n_heads = n_heads_;
+        p.ffn_dim = ffn_;
+        p.norm_eps = static_cast<float>(norm_eps_);
+        p.norm_first = norm_first_;
+        p.activation = activation_ == "gelu" ? arch::TransformerParams::Activation::Gelu
+                                             : arch::TransformerParams::Activation::Relu;
+        return p;
     }
 
     const TorchCheckpoint& c_;
