@@ -13,6 +13,7 @@
 #include "convert/export_safetensors.h"
 #include "convert/progress.h"
 #include "engine/core/error.h"
+#include "formats/arch/tensor_spec.h"
 #include "formats/checkpoint/gguf_checkpoint.h"
 #include "formats/checkpoint/char_vocabulary.h"
 #include "formats/checkpoint/hf_folder.h"
@@ -51,7 +52,7 @@ constexpr std::string_view kKnownTorchModels =
 
 uint64_t vocab_rows(const Checkpoint& c) {
     for (const CheckpointTensor& t : c.tensors)
-        if (t.name == "token_embd.weight" && t.dims.size() == 2) return t.dims[1];
+        if (t.name == arch::kTokenEmbedding && t.dims.size() == 2) return t.dims[1];
     return 0;
 }
 

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <string>
 
+#include "engine/core/error.h"
 #include "engine/core/printable.h"
+#include "engine/models/architectures.h"
 #include "engine/quant/file_type.h"
 #include "formats/gguf/gguf_file.h"
 
@@ -100,6 +102,12 @@ void inspect(const std::filesystem::path& path, std::FILE* out) {
     fmt::print(out, "\nfile type: {}\n", describe_file_type(file_type_value, types));
     fmt::print(out, "\nsummary: architecture {}, {} tensors, {} parameters, file size {} bytes ({})\n", architecture,
                file.tensors().size(), grouped(parameters), grouped(file.file_size()), human_bytes(file.file_size()));
+    // The loader's own checks (the architecture's descriptor), without loading the weights.
+    try {
+        fmt::print(out, "kiln runs it: yes ({})\n", check_model(file));
+    } catch (const Error& e) {
+        fmt::print(out, "kiln runs it: no: {}\n", e.what());
+    }
 }
 
 }  // namespace kiln::convert

@@ -53,18 +53,23 @@ FileFacts facts_of(const std::filesystem::path& path) {
         facts.params += t.elements;
         facts.bytes += t.data.size();
     }
+    // A decode step reads one row of each embedding table, unless the head is tied to the token embedding.
     const GgufTensor& embd = f.get_tensor("token_embd.weight");
     const bool tied = f.find_tensor("output.weight") == nullptr;
-    facts.step_bytes = facts.bytes - (tied ? 0 : embd.data.size()) + embd.data.size() / embd.dims[1];
+    facts.step_bytes = facts.bytes - (tied ? 0 : embd.data.size() - embd.data.size() / embd.dims[1]);
+    if (const GgufTensor* positions = f.find_tensor("position_embd.weight"))
+        facts.step_bytes -= positions->data.size() - positions->data.size() / positions->dims[1];
     return facts;
 }
 
-void check_record(const json& r, int threads, int64_t n_prompt, int64_t n_gen, int reps) {
+void check_record(const json& r, int threads, int64_t n_prompt, int64_t n_gen, int reps,
+                  const std::filesystem::path& model = test::shared_models_dir() / "stories260K.gguf",
+                  const std::string& model_type = "llama ?B all F32 (guessed)") {  // llama-bench's words for stories260K
     for (const std::string& field : kLlamaBenchFields) CHECK(r.contains(field));
-    const FileFacts facts = facts_of(test::shared_models_dir() / "stories260K.gguf");
+    const FileFacts facts = facts_of(model);
     CHECK(r["model_size"].get<uint64_t>() == facts.bytes);
     CHECK(r["model_n_params"].get<uint64_t>() == facts.params);
-    CHECK(r["model_type"].get<std::string>() == "llama ?B all F32 (guessed)");  // llama-bench's words for this file
+    CHECK(r["model_type"].get<std::string>() == model_type);
     CHECK(r["n_threads"].get<int>() == threads);
     CHECK(r["n_prompt"].get<int64_t>() == n_prompt);
     CHECK(r["n_gen"].get<int64_t>() == n_gen);
@@ -104,6 +109,17 @@ TEST_CASE("kiln-bench json output has llama-bench's fields and consistent figure
     check_record(records[0], 1, 8, 0, 2);
     check_record(records[1], 1, 0, 4, 2);
     CHECK(records[0]["roofline_gbs"].is_null());
+}
+
+TEST_CASE("kiln-bench runs every decoder architecture: a gpt2 file too", "[cli][bench]") {
+    const auto gpt2 = test::fixtures_dir() / "gpt2" / "tiny_bias.gguf";
+    const auto run = bench("-m " + test::shell_quote(gpt2.string()) + " -t 1 -r 1 -p 8 -n 4 -o json");
+    INFO(run.err);
+    REQUIRE(run.status == 0);
+    const json records = json::parse(run.out);
+    REQUIRE(records.size() == 2);
+    check_record(records[0], 1, 8, 0, 1, gpt2, "gpt2 ?B all F32 (guessed)");
+    check_record(records[1], 1, 0, 4, 1, gpt2, "gpt2 ?B all F32 (guessed)");
 }
 
 TEST_CASE("kiln-bench jsonl: one record per line for every model x threads x test", "[cli][bench]") {

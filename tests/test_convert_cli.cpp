@@ -43,6 +43,21 @@ TEST_CASE("inspect shows the shared model's architecture, tensors and summary", 
     CHECK(run.out.find("[64, 512]") != std::string::npos);
     CHECK(run.out.find("summary: architecture llama, 48 tensors, 292,800 parameters, file size 1,185,376 bytes") !=
           std::string::npos);
+    CHECK(run.out.find("kiln runs it: yes (llama)") != std::string::npos);
+}
+
+TEST_CASE("inspect says whether kiln runs the file, and if not, why", "[cli]") {
+    const Run gpt2 = kiln_convert("inspect " + quote(test::fixtures_dir() / "gpt2" / "tiny_nobias.gguf"));
+    REQUIRE(gpt2.status == 0);
+    CHECK(gpt2.out.find("kiln runs it: yes (gpt2)") != std::string::npos);
+    const Run seq2seq = kiln_convert("inspect " + quote(test::fixtures_dir() / "transformer" / "tiny_postln.gguf"));
+    REQUIRE(seq2seq.status == 0);
+    CHECK(seq2seq.out.find("kiln runs it: yes (transformer)") != std::string::npos);
+    // A vocabulary-only file has no weights: inspect still shows it, and says what the loader would refuse.
+    const Run vocab = kiln_convert("inspect " + quote(test::shared_models_dir() / "vocab" / "ggml-vocab-gpt-2.gguf"));
+    REQUIRE(vocab.status == 0);
+    CHECK(vocab.out.find("kiln runs it: no: [model]") != std::string::npos);
+    CHECK(vocab.out.find("tensor 'token_embd.weight' is missing") != std::string::npos);
 }
 
 TEST_CASE("inspect works on files the writer produced", "[cli]") {

@@ -342,7 +342,7 @@ int generate(const Options& o) {
     if (!kiln::utf8_valid(o.prompt)) kiln::fail("kiln", "the prompt is not valid UTF-8");
     auto file = std::make_shared<kiln::GgufFile>(kiln::GgufFile::open(o.model));
     if (o.check_tensors) kiln::cli::check_tensors(*file);
-    if (file->get_string("general.architecture") == "transformer") {
+    if (kiln::is_seq2seq(*file)) {
         if (o.cache_type != kiln::DType::F32)
             kiln::fail("kiln", "-ctk/-ctv apply to llama and gpt2 models; the transformer's caches are f32");
         return generate_seq2seq(o, file);

@@ -4,6 +4,7 @@
 
 #include "engine/core/error.h"
 #include "engine/models/decoder_lm.h"
+#include "engine/models/transformer.h"
 
 namespace kiln {
 
@@ -40,6 +41,18 @@ std::vector<std::string> decoder_architectures() {
 }
 
 bool is_seq2seq(const GgufFile& file) { return file.get_string("general.architecture") == kSeq2seq; }
+
+std::string check_model(const GgufFile& file) {
+    const std::string arch = file.get_string("general.architecture");
+    if (arch == kSeq2seq) {
+        check_transformer(file);
+        return arch;
+    }
+    for (const DecoderEntry& e : kDecoders)
+        if (arch == e.name) return e.load(file)->name();
+    fail("model", "{}: architecture '{}' is not supported (supported: {}, {})", file.name(), arch,
+         fmt::join(decoder_architectures(), ", "), kSeq2seq);
+}
 
 std::unique_ptr<CausalLm> load_causal_lm(std::shared_ptr<const GgufFile> file) {
     const std::string arch = file->get_string("general.architecture");

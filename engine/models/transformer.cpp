@@ -25,9 +25,8 @@ int32_t token_id_or(const GgufFile& f, const char* key, int64_t n_vocab) {
 
 }  // namespace
 
-TransformerModel::TransformerModel(std::shared_ptr<const GgufFile> file) : file_(std::move(file)) {
-    const GgufFile& f = *file_;
-    TransformerConfig& c = config_;
+TransformerConfig check_transformer(const GgufFile& f) {
+    TransformerConfig c;
     static_cast<arch::TransformerParams&>(c) = arch::TransformerParams::read(f);
     c.bos = token_id_or(f, "tokenizer.ggml.bos_token_id", c.n_vocab);
     c.eos = token_id_or(f, "tokenizer.ggml.eos_token_id", c.n_vocab);
@@ -38,6 +37,13 @@ TransformerModel::TransformerModel(std::shared_ptr<const GgufFile> file) : file_
     const auto t = arch::transformer_tensors<const GgufTensor*>(c, [&](const arch::TensorSpec& s) { return mt::find(f, s); });
     const GgufTensor* target_embd = t.dec_token_embd != nullptr ? t.dec_token_embd : t.token_embd;
     if (t.output.weight == nullptr) mt::find_tied_head(f, c.dim, c.n_vocab, target_embd->name);
+    return c;
+}
+
+TransformerModel::TransformerModel(std::shared_ptr<const GgufFile> file)
+    : file_(std::move(file)), config_(check_transformer(*file_)) {
+    const GgufFile& f = *file_;
+    const TransformerConfig& c = config_;
     placement_ = std::make_unique<ResidentWeights>(f);
     leaves_ = std::make_unique<WeightLeaves>(f, *placement_);
     positions_ = sinusoidal_positions(c.dim, c.n_ctx);

@@ -34,6 +34,10 @@ struct TransformerConfig : arch::TransformerParams {
     int32_t bos = -1, eos = -1, pad = -1;  // decoder start, end of sequence, padding (-1: none)
 };
 
+// Reads the hyper-parameters and special tokens and checks every tensor's
+// presence, type and shape (what TransformerModel does before placing weights).
+TransformerConfig check_transformer(const GgufFile& file);
+
 class TransformerModel {
 public:
     // Checks the hyper-parameters and every tensor's presence, type and shape.

@@ -16,7 +16,7 @@ constexpr const char* kNormEpsilon = "gpt2.attention.layer_norm_epsilon";
 
 }  // namespace
 
-Gpt2Params Gpt2Params::read(const GgufFile& f) {
+Gpt2Params Gpt2Params::read(const MetadataView& f) {
     const std::string arch = f.get_string("general.architecture");
     if (arch != kGpt2) fail("model", "{}: architecture '{}' is not gpt2", f.name(), arch);
     Gpt2Params p;
@@ -30,10 +30,10 @@ Gpt2Params Gpt2Params::read(const GgufFile& f) {
     if (!(p.norm_eps > 0)) fail("model", "{}: {} must be positive", f.name(), kNormEpsilon);
     if (p.dim % p.n_heads != 0) fail("model", "{}: width {} is not a multiple of {} heads", f.name(), p.dim, p.n_heads);
     const std::string embd_name = gpt2_tensor_specs(p).front().name;
-    const GgufTensor* embd = f.find_tensor(embd_name);
+    const std::vector<uint64_t>* embd = f.tensor_dims(embd_name);
     if (embd == nullptr) fail("model", "{}: tensor '{}' is missing", f.name(), embd_name);
-    if (embd->dims.size() != 2) fail("model", "{}: tensor '{}' must be 2-D", f.name(), embd_name);
-    p.n_vocab = static_cast<int64_t>(embd->dims[1]);
+    if (embd->size() != 2) fail("model", "{}: tensor '{}' must be 2-D", f.name(), embd_name);
+    p.n_vocab = static_cast<int64_t>((*embd)[1]);
     return p;
 }
 

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "formats/arch/metadata_view.h"
 #include "formats/arch/tensor_spec.h"
 #include "formats/gguf/gguf_file.h"
 
@@ -33,7 +34,8 @@ struct Gpt2Params {
     int64_t head_dim() const noexcept { return dim / n_heads; }
 
     // Reads and checks the hyper-parameters of a gpt2 file; n_vocab from token_embd.weight.
-    static Gpt2Params read(const GgufFile& f);
+    static Gpt2Params read(const MetadataView& f);
+    static Gpt2Params read(const GgufFile& f) { return read(FileMetadata(f)); }
     // general.architecture, general.name and the gpt2.* keys as llama.cpp writes them.
     std::vector<GgufEntry> metadata() const;
 };
@@ -72,7 +74,7 @@ Gpt2Tensors<T> gpt2_tensors(const Gpt2Params& p, Get&& get) {
         return a;
     };
     Gpt2Tensors<T> t;
-    t.token_embd = get(TensorSpec{"token_embd.weight", {d, vocab}, R::Table});
+    t.token_embd = get(TensorSpec{std::string(kTokenEmbedding), {d, vocab}, R::Table});
     t.position_embd = get(TensorSpec{"position_embd.weight", {d, ctx}, R::Table});
     for (int64_t i = 0; i < p.n_layers; ++i) {
         const auto name = [i](std::string_view part) { return block_tensor(i, part); };

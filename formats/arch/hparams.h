@@ -5,19 +5,19 @@
 #include <cstdint>
 #include <string>
 
-#include "formats/gguf/gguf_file.h"
+#include "formats/arch/metadata_view.h"
 
 namespace kiln::arch {
 
 // An integer hyper-parameter in [1, 2^24].
-int64_t positive(const GgufFile& f, const std::string& key);
+int64_t positive(const MetadataView& f, const std::string& key);
 // positive(), or `fallback` when the key is absent.
-int64_t positive_or(const GgufFile& f, const std::string& key, int64_t fallback);
+int64_t positive_or(const MetadataView& f, const std::string& key, int64_t fallback);
 // A float hyper-parameter, or `fallback` when the key is absent.
-float number_or(const GgufFile& f, const std::string& key, float fallback);
+float number_or(const MetadataView& f, const std::string& key, float fallback);
 // A bool hyper-parameter, or `fallback` when the key is absent.
-bool bool_or(const GgufFile& f, const std::string& key, bool fallback);
+bool bool_or(const MetadataView& f, const std::string& key, bool fallback);
 // A string hyper-parameter, or `fallback` when the key is absent.
-std::string string_or(const GgufFile& f, const std::string& key, const std::string& fallback);
+std::string string_or(const MetadataView& f, const std::string& key, const std::string& fallback);
 
 }  // namespace kiln::arch

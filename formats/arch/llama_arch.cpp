@@ -22,7 +22,7 @@ constexpr float kDefaultRopeBase = 10000.0f;  // llama.cpp's, when the key is ab
 
 }  // namespace
 
-LlamaParams LlamaParams::read(const GgufFile& f) {
+LlamaParams LlamaParams::read(const MetadataView& f) {
     const std::string arch = f.get_string("general.architecture");
     if (arch != kLlama) fail("model", "{}: architecture '{}' is not llama", f.name(), arch);
     LlamaParams p;
@@ -40,12 +40,12 @@ LlamaParams LlamaParams::read(const GgufFile& f) {
 
     // llama.cpp has no vocabulary-size key for llama: the embedding's columns are the vocabulary.
     const std::string embd_name = llama_tensor_specs(p).front().name;
-    const GgufTensor* embd = f.find_tensor(embd_name);
+    const std::vector<uint64_t>* embd = f.tensor_dims(embd_name);
     if (embd == nullptr) fail("model", "{}: tensor '{}' is missing", f.name(), embd_name);
-    if (embd->dims.size() != 2 || embd->dims[0] != static_cast<uint64_t>(p.dim))
+    if (embd->size() != 2 || (*embd)[0] != static_cast<uint64_t>(p.dim))
         fail("model", "{}: tensor '{}' has shape [{}], expected [{}, n_vocab]", f.name(), embd_name,
-             fmt::join(embd->dims, ", "), p.dim);
-    p.n_vocab = static_cast<int64_t>(embd->dims[1]);
+             fmt::join(*embd, ", "), p.dim);
+    p.n_vocab = static_cast<int64_t>((*embd)[1]);
     p.validate(f.name());
     return p;
 }

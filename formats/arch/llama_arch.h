@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "formats/arch/metadata_view.h"
 #include "formats/arch/tensor_spec.h"
 #include "formats/gguf/gguf_file.h"
 
@@ -41,7 +42,8 @@ struct LlamaParams {
 
     // Reads and checks the hyper-parameters of a file whose general.architecture
     // is llama; n_vocab from token_embd.weight. kiln::Error("model") naming what is wrong.
-    static LlamaParams read(const GgufFile& f);
+    static LlamaParams read(const MetadataView& f);
+    static LlamaParams read(const GgufFile& f) { return read(FileMetadata(f)); }
     // Checks sizes that must fit each other; where starts messages.
     void validate(const std::string& where) const;
     // general.architecture, general.name and the llama.* keys, as llama.cpp writes them
@@ -52,6 +54,15 @@ struct LlamaParams {
 template <typename T>
 struct LlamaLayerTensors {
     T attn_q, attn_k, attn_v, attn_output, attn_norm, ffn_gate, ffn_down, ffn_up, ffn_norm;
+};
+
+// A layer's members in file order, to walk two bindings (say GGUF and Hugging
+// Face names) side by side.
+template <typename T>
+inline constexpr T LlamaLayerTensors<T>::*kLlamaLayerMembers[] = {
+    &LlamaLayerTensors<T>::attn_q,    &LlamaLayerTensors<T>::attn_k,   &LlamaLayerTensors<T>::attn_v,
+    &LlamaLayerTensors<T>::attn_output, &LlamaLayerTensors<T>::attn_norm, &LlamaLayerTensors<T>::ffn_gate,
+    &LlamaLayerTensors<T>::ffn_down,  &LlamaLayerTensors<T>::ffn_up,   &LlamaLayerTensors<T>::ffn_norm,
 };
 
 template <typename T>
@@ -69,7 +80,7 @@ LlamaTensors<T> llama_tensors(const LlamaParams& p, Get&& get) {
                kv = static_cast<uint64_t>(p.kv_dim()), vocab = static_cast<uint64_t>(p.n_vocab);
     using R = TensorRole;
     LlamaTensors<T> t;
-    t.token_embd = get(TensorSpec{"token_embd.weight", {d, vocab}, R::Table});
+    t.token_embd = get(TensorSpec{std::string(kTokenEmbedding), {d, vocab}, R::Table});
     t.output_norm = get(TensorSpec{"output_norm.weight", {d}, R::Norm});
     t.output = get(TensorSpec{"output.weight", {d, vocab}, R::Matrix, true});
     for (int64_t i = 0; i < p.n_layers; ++i) {

@@ -25,6 +25,9 @@ struct TensorSpec {
     bool optional = false;
 };
 
+// The token embedding's name in every llama.cpp architecture (kiln's transformer too).
+inline constexpr std::string_view kTokenEmbedding = "token_embd.weight";
+
 // "blk.<layer>.<suffix>": the name of a block's tensor in llama.cpp's files.
 std::string block_tensor(int64_t layer, std::string_view suffix);
 

@@ -19,7 +19,7 @@ constexpr const char* kFfnActivation = "transformer.ffn_activation";
 
 }  // namespace
 
-TransformerParams TransformerParams::read(const GgufFile& f) {
+TransformerParams TransformerParams::read(const MetadataView& f) {
     const std::string arch = f.get_string("general.architecture");
     if (arch != kTransformer) fail("model", "{}: architecture '{}' is not transformer", f.name(), arch);
     TransformerParams p;
@@ -42,10 +42,10 @@ TransformerParams TransformerParams::read(const GgufFile& f) {
         fail("model", "{}: {} '{}' is not one of relu, gelu", f.name(), kFfnActivation, act);
     if (p.dim % p.n_heads != 0) fail("model", "{}: width {} is not a multiple of {} heads", f.name(), p.dim, p.n_heads);
     const std::string embd_name = transformer_tensor_specs(p).front().name;
-    const GgufTensor* embd = f.find_tensor(embd_name);
+    const std::vector<uint64_t>* embd = f.tensor_dims(embd_name);
     if (embd == nullptr) fail("model", "{}: tensor '{}' is missing", f.name(), embd_name);
-    if (embd->dims.size() != 2) fail("model", "{}: tensor '{}' must be 2-D", f.name(), embd_name);
-    p.n_vocab = static_cast<int64_t>(embd->dims[1]);
+    if (embd->size() != 2) fail("model", "{}: tensor '{}' must be 2-D", f.name(), embd_name);
+    p.n_vocab = static_cast<int64_t>((*embd)[1]);
     return p;
 }
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "formats/arch/gpt2_arch.h"  // Affine
+#include "formats/arch/metadata_view.h"
 #include "formats/arch/tensor_spec.h"
 #include "formats/gguf/gguf_file.h"
 
@@ -39,7 +40,8 @@ struct TransformerParams {
     int64_t head_dim() const noexcept { return dim / n_heads; }
 
     // Reads and checks the hyper-parameters of a transformer file; n_vocab from token_embd.weight.
-    static TransformerParams read(const GgufFile& f);
+    static TransformerParams read(const MetadataView& f);
+    static TransformerParams read(const GgufFile& f) { return read(FileMetadata(f)); }
     // general.architecture, general.name and the transformer.* keys.
     std::vector<GgufEntry> metadata() const;
 };
@@ -95,7 +97,7 @@ TransformerTensors<T> transformer_tensors(const TransformerParams& p, Get&& get)
         return a;
     };
     TransformerTensors<T> t;
-    t.token_embd = get(TensorSpec{"token_embd.weight", {d, vocab}, R::Table});
+    t.token_embd = get(TensorSpec{std::string(kTokenEmbedding), {d, vocab}, R::Table});
     t.dec_token_embd = get(TensorSpec{"dec.token_embd.weight", {d, vocab}, R::Table, true});
     for (int64_t i = 0; i < p.n_encoder_layers; ++i) {
         const std::string b = "enc." + block_tensor(i, "");

@@ -25,19 +25,7 @@ constexpr std::string_view kArchitecture = "LlamaForCausalLM";
 // llama.cpp's RoPE base when llama.rope.freq_base is absent.
 constexpr double kDefaultRopeTheta = 10000.0;
 
-using LayerNames = arch::LlamaLayerTensors<std::string>;
-struct LayerTensor {
-    std::string_view hf;            // after "model.layers.N."
-    std::string LayerNames::*gguf;  // the llama descriptor's tensor
-};
-// In the order llama.cpp's converters write a block (as llama_state_dict.cpp).
-constexpr LayerTensor kLayerTensors[] = {
-    {"self_attn.q_proj.weight", &LayerNames::attn_q},   {"self_attn.k_proj.weight", &LayerNames::attn_k},
-    {"self_attn.v_proj.weight", &LayerNames::attn_v},   {"self_attn.o_proj.weight", &LayerNames::attn_output},
-    {"input_layernorm.weight", &LayerNames::attn_norm}, {"mlp.gate_proj.weight", &LayerNames::ffn_gate},
-    {"mlp.down_proj.weight", &LayerNames::ffn_down},    {"mlp.up_proj.weight", &LayerNames::ffn_up},
-    {"post_attention_layernorm.weight", &LayerNames::ffn_norm},
-};
+constexpr auto& kLayerMembers = arch::kLlamaLayerMembers<std::string>;
 
 std::string shape_text(const std::vector<uint64_t>& shape) { return fmt::format("({})", fmt::join(shape, ", ")); }
 
@@ -54,18 +42,17 @@ public:
         const arch::LlamaParams p = params();
         out.metadata = p.metadata();
         const arch::LlamaTensors<std::string> names = arch::llama_tensor_names(p);
-        add(out, "model.embed_tokens.weight", names.token_embd, {vocab_, dim_});
-        add(out, "model.norm.weight", names.output_norm, {dim_});
-        if (!tied_) add(out, "lm_head.weight", names.output, {vocab_, dim_});
+        const arch::LlamaTensors<std::string> hf = hf_llama_names(p.n_layers);
+        add(out, hf.token_embd, names.token_embd, {vocab_, dim_});
+        add(out, hf.output_norm, names.output_norm, {dim_});
+        if (!tied_) add(out, hf.output, names.output, {vocab_, dim_});
         const uint64_t q = n_heads_ * head_dim_, kv = n_kv_heads_ * head_dim_;
         const std::vector<uint64_t> expected[] = {{q, dim_},       {kv, dim_},      {kv, dim_},      {dim_, q},
                                                   {dim_},          {hidden_, dim_}, {dim_, hidden_}, {hidden_, dim_},
                                                   {dim_}};
         for (uint64_t layer = 0; layer < n_layers_; ++layer) {
-            for (size_t i = 0; i < std::size(kLayerTensors); ++i) {
-                const std::string hf = fmt::format("model.layers.{}.{}", layer, kLayerTensors[i].hf);
-                const std::string& gguf = names.layers[layer].*kLayerTensors[i].gguf;
-                add(out, hf, gguf, expected[i]);
+            for (size_t i = 0; i < std::size(kLayerMembers); ++i) {
+                add(out, hf.layers[layer].*kLayerMembers[i], names.layers[layer].*kLayerMembers[i], expected[i]);
                 if (i == 0) unpermute(out, n_heads_);
                 if (i == 1) unpermute(out, n_kv_heads_);
             }
@@ -141,9 +128,10 @@ private:
     }
 
     void check_tensor_names() const {
-        std::set<std::string> known = {"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight"};
-        for (uint64_t layer = 0; layer < n_layers_; ++layer)
-            for (const LayerTensor& lt : kLayerTensors) known.insert(fmt::format("model.layers.{}.{}", layer, lt.hf));
+        const arch::LlamaTensors<std::string> hf = hf_llama_names(static_cast<int64_t>(n_layers_));
+        std::set<std::string> known = {hf.token_embd, hf.output_norm, hf.output};
+        for (const arch::LlamaLayerTensors<std::string>& layer : hf.layers)
+            for (auto member : kLayerMembers) known.insert(layer.*member);
         for (const auto& [name, where] : by_name_) {
             // Older transformers saved the RoPE frequency table; it is recomputed.
             if (known.contains(name) || name.ends_with(".self_attn.rotary_emb.inv_freq")) continue;
@@ -215,6 +203,28 @@ private:
 };
 
 }  // namespace
+
+arch::LlamaTensors<std::string> hf_llama_names(int64_t n_layers) {
+    arch::LlamaTensors<std::string> t;
+    t.token_embd = "model.embed_tokens.weight";
+    t.output_norm = "model.norm.weight";
+    t.output = "lm_head.weight";
+    for (int64_t i = 0; i < n_layers; ++i) {
+        const auto name = [i](std::string_view part) { return fmt::format("model.layers.{}.{}", i, part); };
+        arch::LlamaLayerTensors<std::string> l;
+        l.attn_q = name("self_attn.q_proj.weight");
+        l.attn_k = name("self_attn.k_proj.weight");
+        l.attn_v = name("self_attn.v_proj.weight");
+        l.attn_output = name("self_attn.o_proj.weight");
+        l.attn_norm = name("input_layernorm.weight");
+        l.ffn_gate = name("mlp.gate_proj.weight");
+        l.ffn_down = name("mlp.down_proj.weight");
+        l.ffn_up = name("mlp.up_proj.weight");
+        l.ffn_norm = name("post_attention_layernorm.weight");
+        t.layers.push_back(std::move(l));
+    }
+    return t;
+}
 
 Checkpoint hf_llama_checkpoint(const std::filesystem::path& folder) {
     // A trailing '/' would leave filename() (general.name) empty.

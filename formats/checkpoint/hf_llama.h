@@ -31,12 +31,20 @@
 // Errors are kiln::Error("hf", ...): an architecture other than
 // LlamaForCausalLM, rope_scaling, a missing or unknown tensor, or a shape that
 // does not match config.json (both shapes named).
+#include <cstdint>
 #include <filesystem>
+#include <string>
 
+#include "formats/arch/llama_arch.h"
 #include "formats/checkpoint/checkpoint.h"
 
 namespace kiln {
 
 Checkpoint hf_llama_checkpoint(const std::filesystem::path& folder);
+
+// The Hugging Face name of every tensor of a llama with n_layers layers, in the
+// llama descriptor's structure (the import above and the safetensors export
+// both map through it).
+arch::LlamaTensors<std::string> hf_llama_names(int64_t n_layers);
 
 }  // namespace kiln
