@@ -14,6 +14,7 @@
 
 #include "engine/graph/graph.h"
 #include "engine/train/adamw.h"
+#include "engine/train/causal_train_graph.h"
 #include "engine/train/param_model.h"
 #include "engine/train/rng.h"
 #include "formats/arch/gpt2_arch.h"
@@ -53,21 +54,8 @@ private:
     GptConfig config_;
 };
 
-// A planned graph over a model's parameters with its input and output nodes.
-struct GptGraph {
-    Graph graph;
-    int64_t batch = 0, context = 0;
-    NodeId tokens = kNoNode, positions = kNoNode, targets = kNoNode, dropout_seed = kNoNode;
-    NodeId logits = kNoNode, loss = kNoNode;
-    std::vector<NodeId> params;  // per model tensor, in order
-    std::vector<NodeId> grads;   // per model tensor (training graphs only)
-
-    int32_t* token_data() { return graph.node(tokens).row<int32_t>(0); }
-    int32_t* target_data() { return graph.node(targets).row<int32_t>(0); }
-    // Writes the dropout seed input (ignored when the graph has no dropout).
-    void set_dropout_seed(uint64_t seed);
-    float loss_value() const { return *graph.node(loss).row(0); }
-};
+// The GPT's graphs are the decoder-only training graphs of causal_train_graph.h.
+using GptGraph = CausalTrainGraph;
 
 // Builds (and plans) the graph. training: with dropout (p > 0) and the backward pass.
 std::unique_ptr<GptGraph> build_gpt_graph(GptModel& model, int64_t batch, int64_t context, bool training,

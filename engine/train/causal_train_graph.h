@@ -1,0 +1,41 @@
+#pragma once
+// The training (and evaluation) graph of any decoder-only model over its
+// parameters: `batch` windows of `context` tokens as rows [width, batch *
+// context], the architecture's block builder with batch attention (causal,
+// each window on its own) and dropout, the mean cross-entropy, and for
+// training the backward pass to every parameter.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "engine/graph/graph.h"
+#include "engine/models/block_context.h"
+#include "engine/train/param_model.h"
+
+namespace kiln::train {
+
+struct CausalTrainGraph {
+    Graph graph;
+    int64_t batch = 0, context = 0;
+    NodeId tokens = kNoNode, positions = kNoNode, targets = kNoNode, dropout_seed = kNoNode;
+    NodeId logits = kNoNode, loss = kNoNode;
+    std::vector<NodeId> params;  // per model tensor, in order
+    std::vector<NodeId> grads;   // per model tensor (training graphs only)
+
+    int32_t* token_data() { return graph.node(tokens).row<int32_t>(0); }
+    int32_t* target_data() { return graph.node(targets).row<int32_t>(0); }
+    // Writes the dropout seed input (ignored when the graph has no dropout).
+    void set_dropout_seed(uint64_t seed);
+    float loss_value() const { return *graph.node(loss).row(0); }
+};
+
+// The architecture's forward pass over the graph's parameter leaves (one per
+// model tensor, in the model's order): returns the logits [n_vocab, rows].
+using CausalForward = std::function<NodeId(Graph& g, const std::vector<NodeId>& params, const BlockContext& ctx)>;
+
+// Builds (and plans) the graph. training: with dropout (p > 0) and the backward pass.
+std::unique_ptr<CausalTrainGraph> build_causal_train_graph(ParamModel& model, int64_t batch, int64_t context,
+                                                           bool training, float dropout, const CausalForward& forward);
+
+}  // namespace kiln::train
