@@ -14,10 +14,7 @@ void write_gpt_model(const std::filesystem::path& path, const GptModel& model, c
         fail("gguf", "{} tokens for a vocabulary of {}", vocabulary.size(), c.vocab);
     GgufWriter w;
     for (GgufEntry& e : model.params().metadata()) w.set(std::move(e.key), std::move(e.value));
-    w.set("tokenizer.ggml.model", "char");
-    w.set("tokenizer.ggml.tokens", gguf_array(GgufType::STRING, vocabulary));
-    w.set("tokenizer.ggml.token_type", gguf_array(GgufType::INT32, std::vector<int32_t>(vocabulary.size(), 1)));
-    w.set("tokenizer.ggml.add_bos_token", false);
+    for (GgufEntry& e : char_tokenizer_metadata(vocabulary)) w.set(std::move(e.key), std::move(e.value));
     std::vector<std::vector<std::byte>> converted;  // alive until write()
     add_param_tensors(w, model, type, converted);
     if (training != nullptr) add_training_state(w, model, *training);

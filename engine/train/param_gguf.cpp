@@ -67,6 +67,15 @@ std::vector<float> read_param_tensors(const GgufFile& file, const ParamModel& mo
     return data;
 }
 
+std::vector<GgufEntry> char_tokenizer_metadata(const std::vector<std::string>& tokens) {
+    return {
+        {"tokenizer.ggml.model", GgufValue("char")},
+        {"tokenizer.ggml.tokens", gguf_array(GgufType::STRING, tokens)},
+        {"tokenizer.ggml.token_type", gguf_array(GgufType::INT32, std::vector<int32_t>(tokens.size(), 1))},
+        {"tokenizer.ggml.add_bos_token", GgufValue(false)},
+    };
+}
+
 std::vector<std::string> read_vocabulary(const GgufFile& file, const std::string& where) {
     const GgufValue* tokens = file.find("tokenizer.ggml.tokens");
     if (tokens == nullptr || tokens->as_array() == nullptr) fail("checkpoint", "{}: no tokenizer.ggml.tokens", where);

@@ -12,8 +12,9 @@
 #include "engine/core/dtype.h"
 #include "engine/train/param_model.h"
 
+#include "formats/gguf/gguf_file.h"
+
 namespace kiln {
-class GgufFile;
 class GgufWriter;
 }  // namespace kiln
 
@@ -37,6 +38,10 @@ void add_training_state(GgufWriter& w, const ParamModel& model, const TrainingSt
 // Copies every tensor of `model` (F32, its exact shape) out of `file` into a
 // flat buffer laid out as model.data(). `where` names the file in errors.
 std::vector<float> read_param_tensors(const GgufFile& file, const ParamModel& model, const std::string& where);
+
+// The tokenizer metadata of a character vocabulary (tokenizer.ggml.model
+// "char", every token normal, no BOS added), as kiln-train writes it.
+std::vector<GgufEntry> char_tokenizer_metadata(const std::vector<std::string>& tokens);
 
 // The file's tokenizer.ggml.tokens (the character vocabulary of a trained
 // model); kiln::Error("checkpoint") when missing or not strings.
