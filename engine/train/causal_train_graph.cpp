@@ -35,15 +35,21 @@ std::unique_ptr<CausalTrainGraph> build_causal_train_graph(ParamModel& model, in
     ctx.attention = &attention;
     if (use_dropout) ctx.dropout = Dropout{out->dropout_seed, dropout};
     out->logits = forward(g, out->params, ctx);
-    out->loss = ops::cross_entropy(g, out->logits, out->targets, -1);
+    out->loss = finish_train_graph(g, out->logits, out->targets, out->params, training, out->grads);
+    return out;
+}
+
+NodeId finish_train_graph(Graph& g, NodeId logits, NodeId targets, const std::vector<NodeId>& params, bool training,
+                          std::vector<NodeId>& grads) {
+    const NodeId loss = ops::cross_entropy(g, logits, targets, -1);
     if (training) {
-        out->grads = append_loss_backward(g, out->loss, out->params).params;
+        grads = append_loss_backward(g, loss, params).params;
     } else {
-        g.mark_output(out->loss);
-        g.mark_output(out->logits);
+        g.mark_output(loss);
+        g.mark_output(logits);
     }
     g.plan();
-    return out;
+    return loss;
 }
 
 }  // namespace kiln::train

@@ -34,6 +34,12 @@ struct CausalTrainGraph {
 // model tensor, in the model's order): returns the logits [n_vocab, rows].
 using CausalForward = std::function<NodeId(Graph& g, const std::vector<NodeId>& params, const BlockContext& ctx)>;
 
+// Appends the mean cross-entropy of `logits` against I32 `targets` (-1:
+// ignored) and, when training, the backward pass to every parameter (the
+// gradients go to `grads`); otherwise keeps loss and logits as outputs. Plans g.
+NodeId finish_train_graph(Graph& g, NodeId logits, NodeId targets, const std::vector<NodeId>& params, bool training,
+                          std::vector<NodeId>& grads);
+
 // Builds (and plans) the graph. training: with dropout (p > 0) and the backward pass.
 std::unique_ptr<CausalTrainGraph> build_causal_train_graph(ParamModel& model, int64_t batch, int64_t context,
                                                            bool training, float dropout, const CausalForward& forward);

@@ -8,16 +8,13 @@ namespace kiln::train {
 
 void write_gpt_model(const std::filesystem::path& path, const GptModel& model, const std::vector<std::string>& vocabulary,
                      DType type, const TrainingState* training) {
-    if (training != nullptr && type != DType::F32) fail("gguf", "checkpoints are F32");
     const GptConfig& c = model.config();
     if (vocabulary.size() != static_cast<size_t>(c.vocab))
         fail("gguf", "{} tokens for a vocabulary of {}", vocabulary.size(), c.vocab);
     GgufWriter w;
-    for (GgufEntry& e : model.params().metadata()) w.set(std::move(e.key), std::move(e.value));
-    for (GgufEntry& e : char_tokenizer_metadata(vocabulary)) w.set(std::move(e.key), std::move(e.value));
     std::vector<std::vector<std::byte>> converted;  // alive until write()
-    add_param_tensors(w, model, type, converted);
-    if (training != nullptr) add_training_state(w, model, *training);
+    describe_trained_model(w, model.params().metadata(), char_tokenizer_metadata(vocabulary), model, type, training,
+                           converted);
     w.write(path);
 }
 

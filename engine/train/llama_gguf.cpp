@@ -32,15 +32,11 @@ TrainedTokenizer gguf_tokenizer(const GgufFile& file) {
 
 void write_llama_model(const std::filesystem::path& path, const LlamaTrainModel& model, const TrainedTokenizer& tokenizer,
                        DType type, const TrainingState* training) {
-    if (training != nullptr && type != DType::F32) fail("gguf", "checkpoints are F32");
     if (tokenizer.n_vocab != model.params().n_vocab)
         fail("gguf", "{} tokens for a vocabulary of {}", tokenizer.n_vocab, model.params().n_vocab);
     GgufWriter w;
-    for (GgufEntry& e : model.params().metadata()) w.set(std::move(e.key), std::move(e.value));
-    for (const GgufEntry& e : tokenizer.metadata) w.set(e.key, e.value);
     std::vector<std::vector<std::byte>> converted;  // alive until write()
-    add_param_tensors(w, model, type, converted);
-    if (training != nullptr) add_training_state(w, model, *training);
+    describe_trained_model(w, model.params().metadata(), tokenizer.metadata, model, type, training, converted);
     w.write(path);
 }
 

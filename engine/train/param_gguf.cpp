@@ -67,6 +67,16 @@ std::vector<float> read_param_tensors(const GgufFile& file, const ParamModel& mo
     return data;
 }
 
+void describe_trained_model(GgufWriter& w, std::vector<GgufEntry> architecture, std::vector<GgufEntry> tokenizer,
+                            const ParamModel& model, DType type, const TrainingState* training,
+                            std::vector<std::vector<std::byte>>& converted) {
+    if (training != nullptr && type != DType::F32) fail("gguf", "checkpoints are F32");
+    for (GgufEntry& e : architecture) w.set(std::move(e.key), std::move(e.value));
+    for (GgufEntry& e : tokenizer) w.set(std::move(e.key), std::move(e.value));
+    add_param_tensors(w, model, type, converted);
+    if (training != nullptr) add_training_state(w, model, *training);
+}
+
 std::vector<GgufEntry> char_tokenizer_metadata(const std::vector<std::string>& tokens) {
     return {
         {"tokenizer.ggml.model", GgufValue("char")},

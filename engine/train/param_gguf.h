@@ -39,6 +39,13 @@ void add_training_state(GgufWriter& w, const ParamModel& model, const TrainingSt
 // flat buffer laid out as model.data(). `where` names the file in errors.
 std::vector<float> read_param_tensors(const GgufFile& file, const ParamModel& model, const std::string& where);
 
+// Fills `w` with a trained model's file: the architecture's metadata, the
+// tokenizer's, every parameter (add_param_tensors) and, for a checkpoint (F32
+// only), the training state. `converted` keeps converted tensors until w.write().
+void describe_trained_model(GgufWriter& w, std::vector<GgufEntry> architecture, std::vector<GgufEntry> tokenizer,
+                            const ParamModel& model, DType type, const TrainingState* training,
+                            std::vector<std::vector<std::byte>>& converted);
+
 // The tokenizer metadata of a character vocabulary (tokenizer.ggml.model
 // "char", every token normal, no BOS added), as kiln-train writes it.
 std::vector<GgufEntry> char_tokenizer_metadata(const std::vector<std::string>& tokens);

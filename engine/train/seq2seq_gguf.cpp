@@ -12,21 +12,21 @@ namespace {
 // converted tensors until the writer is done.
 void describe(GgufWriter& w, std::vector<std::vector<std::byte>>& converted, const Seq2SeqModel& model,
               const Seq2SeqVocabulary& vocabulary, DType type, const TrainingState* training) {
-    if (training != nullptr && type != DType::F32) fail("gguf", "checkpoints are F32");
     const Seq2SeqConfig& c = model.config();
     if (vocabulary.tokens.size() != static_cast<size_t>(c.vocab) || vocabulary.types.size() != vocabulary.tokens.size())
         fail("gguf", "{} tokens ({} types) for a vocabulary of {}", vocabulary.tokens.size(), vocabulary.types.size(), c.vocab);
-    for (GgufEntry& e : model.params().metadata()) w.set(std::move(e.key), std::move(e.value));
-    w.set("tokenizer.ggml.model", "char");
-    w.set("tokenizer.ggml.tokens", gguf_array(GgufType::STRING, vocabulary.tokens));
-    w.set("tokenizer.ggml.token_type", gguf_array(GgufType::INT32, vocabulary.types));
+    std::vector<GgufEntry> tokenizer = {
+        {"tokenizer.ggml.model", GgufValue("char")},
+        {"tokenizer.ggml.tokens", gguf_array(GgufType::STRING, vocabulary.tokens)},
+        {"tokenizer.ggml.token_type", gguf_array(GgufType::INT32, vocabulary.types)},
+    };
     const SpecialTokens& special = vocabulary.special;
-    if (special.bos >= 0) w.set("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(special.bos));
-    if (special.eos >= 0) w.set("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(special.eos));
-    if (special.pad >= 0) w.set("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(special.pad));
-    w.set("tokenizer.ggml.add_bos_token", false);
-    add_param_tensors(w, model, type, converted);
-    if (training != nullptr) add_training_state(w, model, *training);
+    const auto id = [](int32_t v) { return GgufValue(static_cast<uint32_t>(v)); };
+    if (special.bos >= 0) tokenizer.push_back({"tokenizer.ggml.bos_token_id", id(special.bos)});
+    if (special.eos >= 0) tokenizer.push_back({"tokenizer.ggml.eos_token_id", id(special.eos)});
+    if (special.pad >= 0) tokenizer.push_back({"tokenizer.ggml.padding_token_id", id(special.pad)});
+    tokenizer.push_back({"tokenizer.ggml.add_bos_token", GgufValue(false)});
+    describe_trained_model(w, model.params().metadata(), std::move(tokenizer), model, type, training, converted);
 }
 
 }  // namespace

@@ -8,7 +8,7 @@
 #include "engine/models/affine.h"
 #include "engine/models/transformer_block.h"
 #include "engine/ops/ops.h"
-#include "engine/train/autodiff.h"
+#include "engine/train/causal_train_graph.h"
 
 namespace kiln::train {
 
@@ -128,14 +128,7 @@ std::unique_ptr<Seq2SeqGraph> build_seq2seq_graph(Seq2SeqModel& model, int64_t b
     BatchCrossKeyValues cross(memory, batch, out->source_mask, p, out->dropout_seed);
     out->logits = transformer_decode(
         g, params, w, StackInputs{out->decoder_input, positions("target_positions", tgt_len), &decoder_attention}, cross, drop);
-    out->loss = ops::cross_entropy(g, out->logits, out->labels, -1);
-    if (training) {
-        out->grads = append_loss_backward(g, out->loss, out->params).params;
-    } else {
-        g.mark_output(out->loss);
-        g.mark_output(out->logits);
-    }
-    g.plan();
+    out->loss = finish_train_graph(g, out->logits, out->labels, out->params, training, out->grads);
     return out;
 }
 

@@ -40,21 +40,6 @@ constexpr LayerTensor kLayerTensors[] = {
     {"mlp.c_proj.bias", &LayerNames::ffn_down, &Names::bias, false, false},
 };
 
-// The gpt2 descriptor's hyper-parameters of a source's.
-arch::Gpt2Params gpt2_params(const Gpt2HyperParameters& h) {
-    const auto i = [](uint64_t v) { return static_cast<int64_t>(v); };
-    arch::Gpt2Params p;
-    p.name = h.name;
-    p.n_vocab = i(h.vocab_size);
-    p.n_ctx_train = i(h.context_length);
-    p.dim = i(h.embedding_length);
-    p.n_layers = i(h.block_count);
-    p.n_heads = i(h.head_count);
-    p.ffn_dim = i(h.feed_forward_length);
-    p.norm_eps = static_cast<float>(h.norm_eps);
-    return p;
-}
-
 // Rows of `rows` x `cols` elements of `element_size` bytes, transposed.
 std::vector<std::byte> transpose(std::span<const std::byte> data, uint64_t rows, uint64_t cols, size_t element_size) {
     std::vector<std::byte> out(data.size());
@@ -71,18 +56,18 @@ public:
 
     Checkpoint run() {
         check_names();
-        const Gpt2HyperParameters& p = s_.hp;
-        const uint64_t d = p.embedding_length, f = p.feed_forward_length;
+        const arch::Gpt2Params& p = s_.hp;
+        const auto d = static_cast<uint64_t>(p.dim), f = static_cast<uint64_t>(p.ffn_dim),
+                   vocab = static_cast<uint64_t>(p.n_vocab), ctx = static_cast<uint64_t>(p.n_ctx_train);
         Checkpoint out;
-        const arch::Gpt2Params params = gpt2_params(p);
-        out.metadata = params.metadata();
-        const auto names = arch::gpt2_tensors<std::string>(params, [](const arch::TensorSpec& s) { return s.name; });
+        out.metadata = p.metadata();
+        const auto names = arch::gpt2_tensors<std::string>(p, [](const arch::TensorSpec& s) { return s.name; });
         const SourceTensor& wte = required("wte.weight");
-        add(out, wte, names.token_embd, {p.vocab_size, d}, false);
-        add(out, required("wpe.weight"), names.position_embd, {p.context_length, d}, false);
+        add(out, wte, names.token_embd, {vocab, d}, false);
+        add(out, required("wpe.weight"), names.position_embd, {ctx, d}, false);
         const std::vector<uint64_t> expected[] = {{d}, {d}, {3 * d, d}, {3 * d}, {d, d}, {d},
                                                   {d}, {d}, {f, d},     {f},     {d, f}, {d}};
-        for (uint64_t layer = 0; layer < p.block_count; ++layer) {
+        for (int64_t layer = 0; layer < p.n_layers; ++layer) {
             for (size_t i = 0; i < std::size(kLayerTensors); ++i) {
                 const LayerTensor& lt = kLayerTensors[i];
                 const std::string name = fmt::format("h.{}.{}", layer, lt.source);
@@ -91,7 +76,7 @@ public:
                     if (lt.required) missing(name);
                     continue;
                 }
-                add(out, *t, names.layers[layer].*lt.layer.*lt.which, expected[i], lt.matrix);
+                add(out, *t, names.layers[static_cast<size_t>(layer)].*lt.layer.*lt.which, expected[i], lt.matrix);
             }
         }
         add(out, required("ln_f.weight"), names.output_norm.weight, {d}, false);
@@ -100,7 +85,7 @@ public:
         // A tied head is written as well, as a second view of wte: llama.cpp's gpt2
         // loader requires output.weight (its own converter duplicates it too).
         const SourceTensor* head = find("lm_head.weight");
-        add(out, head && !tied(*head, wte) ? *head : wte, names.output, {p.vocab_size, d}, false);
+        add(out, head && !tied(*head, wte) ? *head : wte, names.output, {vocab, d}, false);
         return out;
     }
 
@@ -112,7 +97,7 @@ private:
 
     [[noreturn]] void missing(const std::string& name) const {
         fail(s_.component, "{}: tensor '{}' is missing (a GPT-2 model with {} layers needs it)", s_.path, name,
-             s_.hp.block_count);
+             s_.hp.n_layers);
     }
 
     const SourceTensor& required(const std::string& name) const {
@@ -123,7 +108,7 @@ private:
 
     void check_names() const {
         std::set<std::string> known = {"wte.weight", "wpe.weight", "ln_f.weight", "ln_f.bias", "lm_head.weight"};
-        for (uint64_t layer = 0; layer < s_.hp.block_count; ++layer) {
+        for (int64_t layer = 0; layer < s_.hp.n_layers; ++layer) {
             for (const LayerTensor& lt : kLayerTensors) known.insert(fmt::format("h.{}.{}", layer, lt.source));
             known.insert(fmt::format("h.{}.attn.bias", layer));         // causal-mask buffer
             known.insert(fmt::format("h.{}.attn.masked_bias", layer));  // HF's masking constant
@@ -132,7 +117,7 @@ private:
             if (known.contains(name)) continue;
             if (name.starts_with("h."))
                 fail(s_.component, "{}: tensor '{}' is not part of a GPT-2 model with {} layers", s_.path,
-                     printable(t.name), s_.hp.block_count);
+                     printable(t.name), s_.hp.n_layers);
             fail(s_.component, "{}: tensor '{}' is not part of a GPT-2 model (an unknown architecture?)", s_.path,
                  printable(t.name));
         }
@@ -167,14 +152,13 @@ private:
 }  // namespace
 
 Checkpoint gpt2_checkpoint(const Gpt2Source& source) {
-    const Gpt2HyperParameters& p = source.hp;
-    for (uint64_t v : {p.context_length, p.embedding_length, p.feed_forward_length, p.block_count, p.head_count,
-                       p.vocab_size})
-        if (v == 0 || v > 0xffffffffu)
+    const arch::Gpt2Params& p = source.hp;
+    for (int64_t v : {p.n_ctx_train, p.dim, p.ffn_dim, p.n_layers, p.n_heads, p.n_vocab})
+        if (v <= 0 || v > 0xffffffff)
             fail(source.component, "{}: a hyper-parameter is {}, out of range ({})", source.path, v, source.hyper_text);
-    if (p.embedding_length % p.head_count != 0)
+    if (p.dim % p.n_heads != 0)
         fail(source.component, "{}: the embedding size {} is not a multiple of the {} heads", source.path,
-             p.embedding_length, p.head_count);
+             p.dim, p.n_heads);
     return Builder(source).run();
 }
 

@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "engine/core/dtype.h"
+#include "formats/arch/gpt2_arch.h"
 #include "formats/checkpoint/checkpoint.h"
 
 namespace kiln {
@@ -53,24 +54,13 @@ struct SourceTensor {
     uint64_t storage_offset = 0;
 };
 
-struct Gpt2HyperParameters {
-    std::string name;  // general.name
-    uint64_t context_length = 0;
-    uint64_t embedding_length = 0;
-    uint64_t feed_forward_length = 0;
-    uint64_t block_count = 0;
-    uint64_t head_count = 0;
-    uint64_t vocab_size = 0;
-    double norm_eps = 1e-5;
-};
-
 struct Gpt2Source {
     std::string component;  // "pytorch" or "hf": the kiln::Error component
     std::string path;       // starts messages
     std::map<std::string, SourceTensor> tensors;  // keyed by the names above (without "transformer.")
     bool conv1d = false;                          // matrices stored (in, out)
     bool head_required = false;                   // the config says untied: lm_head.weight must be there
-    Gpt2HyperParameters hp;
+    arch::Gpt2Params hp;  // n_vocab: the source's vocabulary
     std::string hyper_text;  // "n_embd 48 (model_args), ...": where hp came from, for messages
 };
 

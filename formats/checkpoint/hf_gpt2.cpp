@@ -59,14 +59,14 @@ private:
     }
 
     void read_config(Gpt2Source& s) const {
-        Gpt2HyperParameters& p = s.hp;
+        arch::Gpt2Params& p = s.hp;
         p.name = folder_.filename().string();
-        p.embedding_length = count({"n_embd", "hidden_size"});
-        p.block_count = count({"n_layer", "num_hidden_layers"});
-        p.head_count = count({"n_head", "num_attention_heads"});
-        p.context_length = count({"n_positions", "n_ctx", "max_position_embeddings"});
-        p.vocab_size = count({"vocab_size"});
-        p.feed_forward_length = count({"n_inner"}, 4 * p.embedding_length);
+        p.dim = count({"n_embd", "hidden_size"});
+        p.n_layers = count({"n_layer", "num_hidden_layers"});
+        p.n_heads = count({"n_head", "num_attention_heads"});
+        p.n_ctx_train = count({"n_positions", "n_ctx", "max_position_embeddings"});
+        p.n_vocab = count({"vocab_size"});
+        p.ffn_dim = count({"n_inner"}, 4 * p.dim);
         p.norm_eps = 1e-5;
         if (const auto e = config_.find("layer_norm_epsilon"); e != config_.end() && !e->is_null()) {
             if (!e->is_number() || !(e->get<double>() > 0) || e->get<double>() >= 1)
@@ -86,8 +86,8 @@ private:
         const bool tied = tie == config_.end() || !tie->is_boolean() || tie->get<bool>();  // HF's default: tied
         s.head_required = !tied;
         s.hyper_text = fmt::format("n_embd {}, n_layer {}, n_head {}, n_positions {}, vocab_size {}, n_inner {}{}",
-                                   p.embedding_length, p.block_count, p.head_count, p.context_length, p.vocab_size,
-                                   p.feed_forward_length, tied ? "" : ", untied lm_head");
+                                   p.dim, p.n_layers, p.n_heads, p.n_ctx_train, p.n_vocab,
+                                   p.ffn_dim, tied ? "" : ", untied lm_head");
     }
 
     std::filesystem::path folder_;

@@ -94,7 +94,7 @@ private:
     }
 
     void read_hyper_parameters(Gpt2Source& s) {
-        Gpt2HyperParameters& p = s.hp;
+        arch::Gpt2Params& p = s.hp;
         p.name = std::string(name_);
         const std::optional<uint64_t> heads = arg("n_head");
         if (!heads)
@@ -102,21 +102,21 @@ private:
                  "{}: model_args.n_head is missing, and the number of attention heads cannot be inferred from tensor "
                  "shapes",
                  c_.path);
-        p.head_count = *heads;
-        p.embedding_length = arg("n_embd").value_or(dim_of(s, "wte.weight", 1));
-        p.vocab_size = arg("vocab_size").value_or(dim_of(s, "wte.weight", 0));
-        p.context_length = arg("block_size").value_or(dim_of(s, "wpe.weight", 0));
-        p.block_count = arg("n_layer").value_or(layers_found(s));
-        if (p.block_count == 0) fail("pytorch", "{}: the state dict has no layers ('{}transformer.h.0.*')", c_.path, prefix_);
+        p.n_heads = *heads;
+        p.dim = arg("n_embd").value_or(dim_of(s, "wte.weight", 1));
+        p.n_vocab = arg("vocab_size").value_or(dim_of(s, "wte.weight", 0));
+        p.n_ctx_train = arg("block_size").value_or(dim_of(s, "wpe.weight", 0));
+        p.n_layers = arg("n_layer").value_or(layers_found(s));
+        if (p.n_layers == 0) fail("pytorch", "{}: the state dict has no layers ('{}transformer.h.0.*')", c_.path, prefix_);
         // A GPT2LMHeadModel state dict (pytorch_model.bin) keeps Conv1D's (in, out):
         // told by c_attn being (d, 3d) rather than nn.Linear's (3d, d).
-        s.conv1d = dim_of(s, "h.0.attn.c_attn.weight", 0) == p.embedding_length &&
-                   dim_of(s, "h.0.attn.c_attn.weight", 1) == 3 * p.embedding_length;
-        p.feed_forward_length = dim_of(s, "h.0.mlp.c_fc.weight", s.conv1d ? 1 : 0);
+        const auto d = static_cast<uint64_t>(p.dim);
+        s.conv1d = dim_of(s, "h.0.attn.c_attn.weight", 0) == d && dim_of(s, "h.0.attn.c_attn.weight", 1) == 3 * d;
+        p.ffn_dim = dim_of(s, "h.0.mlp.c_fc.weight", s.conv1d ? 1 : 0);
         p.norm_eps = kNanoGptNormEps;
         s.hyper_text = fmt::format("n_embd {}, n_layer {}, n_head {}, vocab_size {}, block_size {}, mlp {}{}",
-                                   p.embedding_length, p.block_count, p.head_count, p.vocab_size, p.context_length,
-                                   p.feed_forward_length,
+                                   p.dim, p.n_layers, p.n_heads, p.n_vocab, p.n_ctx_train,
+                                   p.ffn_dim,
                                    args_text_.empty() ? "; no model_args, inferred from shapes"
                                                       : fmt::format("; model_args gave {}", args_text_));
     }
@@ -127,7 +127,7 @@ private:
         if (v == nullptr) return;
         const std::optional<bool> bias = v->as_bool();
         if (!bias) fail("pytorch", "{}: model_args.bias is not a bool", c_.path);
-        for (uint64_t layer = 0; layer < s.hp.block_count; ++layer) {
+        for (int64_t layer = 0; layer < s.hp.n_layers; ++layer) {
             for (std::string_view part : {"ln_1", "attn.c_attn", "attn.c_proj", "ln_2", "mlp.c_fc", "mlp.c_proj"}) {
                 const std::string name = fmt::format("h.{}.{}.bias", layer, part);
                 const bool present = s.tensors.contains(name);
