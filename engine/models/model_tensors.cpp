@@ -47,21 +47,6 @@ NodeId leaf(Graph& g, const GgufTensor& t, const std::byte* data) {
     return g.weight(t.name, t.type, shape, data != nullptr ? data : t.data.data());
 }
 
-NodeId leaf_rows(Graph& g, const GgufTensor& t, int64_t first, int64_t count) {
-    const auto ne0 = static_cast<int64_t>(t.dims[0]);
-    if (t.dims.size() == 1) {
-        // Elements of a vector (a bias): f32, so any element is a valid start.
-        const auto* data = reinterpret_cast<const float*>(t.data.data()) + first;
-        const bool whole = first == 0 && count == ne0;
-        return g.weight(whole ? t.name : fmt::format("{}[{}:{}]", t.name, first, first + count), t.type,
-                        Shape::of({count}), data);
-    }
-    const std::byte* data = t.data.data() + static_cast<size_t>(first) * row_bytes_of(t.type, ne0);
-    const bool whole = first == 0 && count == static_cast<int64_t>(t.dims[1]);
-    return g.weight(whole ? t.name : fmt::format("{}[{}:{}]", t.name, first, first + count), t.type,
-                    Shape::of({ne0, count}), data);
-}
-
 NodeId leaf_rows(Graph& g, NodeId weight, int64_t first, int64_t count) {
     const Node& w = g.node(weight);
     if (w.op != OpKind::Weight) fail("graph", "{} is not a weight leaf", w.name);

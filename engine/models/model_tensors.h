@@ -1,5 +1,5 @@
 #pragma once
-// Looking up and checking a model's tensors and hyper-parameters in a GGUF
+// Looking up and checking a model's tensors in a GGUF
 // file, and turning tensors into graph leaves. Every failure is a
 // kiln::Error("model", ...) naming the file, the tensor or key, and what was expected.
 #include <cstdint>
@@ -7,16 +7,12 @@
 #include <vector>
 
 #include "engine/graph/graph.h"
-#include "formats/arch/hparams.h"
 #include "formats/arch/tensor_spec.h"
 #include "formats/gguf/gguf_file.h"
 
 namespace kiln::model_tensors {
 
 using Role = arch::TensorRole;
-using arch::bool_or;
-using arch::number_or;
-using arch::positive;
 
 // The tensor `name` with exactly `dims`, or nullptr when it is absent and not required.
 const GgufTensor* find(const GgufFile& f, const std::string& name, const std::vector<uint64_t>& dims, Role role,
@@ -31,10 +27,8 @@ const GgufTensor* find_tied_head(const GgufFile& f, int64_t dim, int64_t n_vocab
 // The tensor as a weight leaf of g (1-D or 2-D): its bytes in the file
 // mapping, or at `data` when given (a copy of them, e.g. in huge pages).
 NodeId leaf(Graph& g, const GgufTensor& t, const std::byte* data = nullptr);
-// Rows [first, first + count) of a 2-D tensor (or elements of a 1-D one) as a
-// leaf of its own: how a fused QKV matrix splits into Q, K and V without a copy.
-NodeId leaf_rows(Graph& g, const GgufTensor& t, int64_t first, int64_t count);
-// The same for a weight leaf already in the graph.
+// Rows [first, first + count) of a 2-D weight leaf (or elements of a 1-D one)
+// as a leaf of its own: how a fused QKV matrix splits into Q, K and V without a copy.
 NodeId leaf_rows(Graph& g, NodeId weight, int64_t first, int64_t count);
 
 // Sum of elements and of bytes over all tensors of the file.
