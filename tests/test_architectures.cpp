@@ -119,8 +119,8 @@ TEST_CASE("a transformer written from its descriptor reads back and loads", "[ar
     CHECK(q.activation == arch::TransformerParams::Activation::Gelu);
     CHECK(is_seq2seq(*file));
     CHECK(check_model(*file) == "transformer");
-    const TransformerModel model(file);
-    CHECK(model.config().bos == 1);
+    const auto model = load_seq2seq(file);
+    CHECK(model->config().bos == 1);
     CHECK_THROWS_WITH(load_causal_lm(file), Catch::Contains("is an encoder-decoder model, not a decoder-only one"));
 }
 
@@ -135,6 +135,7 @@ TEST_CASE("the loader names an architecture it does not run and lists those it d
     CHECK_THROWS_WITH(load_causal_lm(file),
                       Catch::Contains("architecture 'mamba' is not supported (supported: llama, gpt2, transformer)"));
     CHECK_THROWS_WITH(check_model(*file), Catch::Contains("architecture 'mamba' is not supported"));
+    CHECK_THROWS_WITH(load_seq2seq(file), Catch::Contains("'mamba' is not an encoder-decoder model"));
 }
 
 TEST_CASE("a tensor of the wrong shape is refused with its name and both shapes", "[architectures]") {

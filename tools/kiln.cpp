@@ -270,7 +270,8 @@ int generate_causal(const Options& o, std::shared_ptr<const kiln::GgufFile> file
 int generate_seq2seq(const Options& o, std::shared_ptr<const kiln::GgufFile> file) {
     using clock = std::chrono::steady_clock;
     const auto load_start = clock::now();
-    const kiln::TransformerModel model(file);
+    const std::unique_ptr<kiln::TransformerModel> loaded = kiln::load_seq2seq(file);
+    const kiln::TransformerModel& model = *loaded;
     const kiln::TransformerConfig& c = model.config();
     const auto tokenizer = kiln::load_tokenizer(*file);
     if (o.prompt.empty()) kiln::fail("kiln", "the prompt is empty: an encoder-decoder model needs a source text (-p)");

@@ -42,6 +42,13 @@ std::vector<std::string> decoder_architectures() {
 
 bool is_seq2seq(const GgufFile& file) { return file.get_string("general.architecture") == kSeq2seq; }
 
+std::unique_ptr<TransformerModel> load_seq2seq(std::shared_ptr<const GgufFile> file) {
+    const std::string arch = file->get_string("general.architecture");
+    if (arch != kSeq2seq)
+        fail("model", "{}: '{}' is not an encoder-decoder model (that is '{}')", file->name(), arch, kSeq2seq);
+    return std::make_unique<TransformerModel>(std::move(file));
+}
+
 std::string check_model(const GgufFile& file) {
     const std::string arch = file.get_string("general.architecture");
     if (arch == kSeq2seq) {

@@ -22,6 +22,9 @@ std::unique_ptr<CausalLm> load_causal_lm(std::shared_ptr<const GgufFile> file);
 // Whether the file holds an encoder-decoder model (general.architecture "transformer").
 bool is_seq2seq(const GgufFile& file);
 
+// An encoder-decoder model; any other architecture is a kiln::Error naming it.
+std::unique_ptr<TransformerModel> load_seq2seq(std::shared_ptr<const GgufFile> file);
+
 // Checks, without placing any weights, that kiln runs the file: its
 // architecture is registered and its hyper-parameters and every tensor fit it.
 // Returns the architecture; a kiln::Error names what does not fit.
