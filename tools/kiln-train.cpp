@@ -13,10 +13,11 @@
 #include <unistd.h>
 
 #include "engine/runtime/thread_pool.h"
+#include "engine/train/char_corpus.h"
 #include "engine/train/gpt_gguf.h"
 #include "engine/train/gpt_trainer.h"
-#include "engine/train/seq2seq_gguf.h"
-#include "engine/train/seq2seq_trainer.h"
+#include "engine/train/reverse_trainer.h"
+#include "engine/train/text_trainer.h"
 #include "engine/train/train_log.h"
 #include "tools/common/cli.h"
 
@@ -184,16 +185,6 @@ std::string read_text(const std::string& path) {
     return text.str();
 }
 
-std::string duration(double seconds) {
-    const auto s = static_cast<int64_t>(seconds);
-    if (s >= 3600) return fmt::format("{}h{:02}m", s / 3600, s / 60 % 60);
-    if (s >= 60) return fmt::format("{}m{:02}s", s / 60, s % 60);
-    return fmt::format("{}s", s);
-}
-
-// The encoder-decoder on the generated reversal task: the same loop as the
-// GPT's (progress line, CSV, SVG, checkpoints, --resume), evaluated by the
-// held-out loss and the held-out exact match of greedy and beam decoding.
 // A failed step (NaN/inf loss, ...) as one line that also names the last good
 // checkpoint; e.what() already starts with "[component] ", which is dropped.
 Error with_last_checkpoint(const Error& e, const std::string& checkpoint, int64_t step) {
@@ -202,10 +193,40 @@ Error with_last_checkpoint(const Error& e, const std::string& checkpoint, int64_
                                             step));
 }
 
-int run_reverse_task(const Options& o) {
-    const ReverseTask task(o.max_length, o.held_out, o.train.seed);
+// The character GPT on a text: with --resume, the checkpoint's model and
+// vocabulary (the model flags are ignored), else the flags' and the text's.
+std::unique_ptr<Trainer> make_gpt_trainer(Options o, ThreadPool& pool) {
+    const std::string text = read_text(o.text);
+    std::optional<LoadedGpt> resumed;
+    if (!o.resume.empty()) {
+        resumed = read_gpt_checkpoint(o.resume, o.train.decay_embeddings);
+        if (!resumed->training) fail("train", "{} is a model, not a training checkpoint (no optimizer state)", o.resume);
+        o.train.model = resumed->config;
+    }
+    CharVocabulary vocabulary = resumed ? CharVocabulary(resumed->vocabulary) : CharVocabulary::from_text(text);
+    CharCorpus corpus = CharCorpus::from_text(text, std::move(vocabulary), o.train.model.context);
+    GptConfig& c = o.train.model;
+    c.vocab = static_cast<int64_t>(corpus.vocabulary.size());
+    auto gpt = std::make_unique<GptTrainer>(o.train, pool);
+    if (resumed) gpt->restore(*resumed);
+    ModelWriter writer = [&model = gpt->model(), tokens = corpus.vocabulary.tokens()](
+                             const fs::path& path, DType type, const TrainingState* training) {
+        write_gpt_model(path, model, tokens, type, training);
+    };
+    std::string data = fmt::format("{} characters ({} train, {} validation), vocabulary {}",
+                                   corpus.train.size() + corpus.validation.size(), corpus.train.size(),
+                                   corpus.validation.size(), c.vocab);
+    return std::make_unique<TextTrainer>(
+        std::move(gpt), TokenizedText{std::move(corpus.train), std::move(corpus.validation), std::move(data)},
+        o.eval_batches, fmt::format("{} layers, {} heads, width {}, context {}", c.layers, c.heads, c.width, c.context),
+        std::move(writer));
+}
+
+// The encoder-decoder on the reversal task: --layers per stack, the context
+// from --max-length; --resume needs the same task and model flags.
+std::unique_ptr<Trainer> make_reverse_trainer(const Options& o, ThreadPool& pool) {
     Seq2SeqTrainOptions s;
-    s.model.context = task.sequence_length();
+    s.model.context = o.max_length + 1;  // the longest string and </s>
     s.model.width = o.train.model.width;
     s.model.encoder_layers = s.model.decoder_layers = o.train.model.layers;
     s.model.heads = o.train.model.heads;
@@ -216,165 +237,85 @@ int run_reverse_task(const Options& o) {
     s.optimizer = o.train.optimizer();
     s.dropout = o.train.dropout;
     s.seed = o.train.seed;
+    auto trainer =
+        std::make_unique<ReverseTrainer>(o.max_length, o.held_out, s, static_cast<int32_t>(o.eval_beams), o.type, pool);
+    if (!o.resume.empty()) trainer->restore(o.resume);
+    return trainer;
+}
+
+std::unique_ptr<Trainer> make_trainer(const Options& o, ThreadPool& pool) {
+    if (o.task == "reverse") return make_reverse_trainer(o, pool);
+    return make_gpt_trainer(o, pool);
+}
+
+// The one training loop: a progress line, an evaluation every
+// --eval-interval steps and at the end, MODEL.csv and MODEL.svg rewritten with
+// each checkpoint, --resume continuing the log, the model written at the end.
+int run(const Options& o) {
     ThreadPool pool(o.threads > 0 ? static_cast<int>(o.threads) : ThreadPool::physical_cores());
-    Seq2SeqTrainer trainer(s, task, pool);
-    TrainLog log(true);
+    const std::unique_ptr<Trainer> trainer = make_trainer(o, pool);
+    TrainLog log(trainer->logs_accuracy());
     const fs::path csv = fs::path(o.output).replace_extension(".csv");
     const fs::path svg = fs::path(o.output).replace_extension(".svg");
     if (!o.resume.empty()) {
-        const LoadedSeq2Seq checkpoint = read_seq2seq_checkpoint(o.resume);
-        if (!checkpoint.training) fail("train", "{} is a model, not a training checkpoint (no optimizer state)", o.resume);
-        if (checkpoint.vocabulary != ReverseTask::vocabulary())
-            fail("train", "{} was not trained on the reversal task (another vocabulary)", o.resume);
-        trainer.restore(checkpoint);
-        log = TrainLog::read_csv(csv, trainer.steps_done(), true);
-        if (trainer.steps_done() >= o.iters)
-            fail("train", "the checkpoint is at step {}, not before --iters {}", trainer.steps_done(), o.iters);
+        log = TrainLog::read_csv(csv, trainer->steps_done(), trainer->logs_accuracy());
+        if (trainer->steps_done() >= o.iters)
+            fail("train", "the checkpoint is at step {}, not before --iters {}", trainer->steps_done(), o.iters);
     }
     size_t n_params = 0;
-    for (const ParamTensor& t : trainer.model().tensors()) n_params += t.segment.count;
-    fmt::print(stderr,
-               "kiln-train: reverse strings of 1..{} letters ({} held out); encoder-decoder {}+{} layers, {} heads, "
-               "width {}, {}: {:.2f}M parameters; {} threads{}\n",
-               o.max_length, task.held_out().size(), s.model.encoder_layers, s.model.decoder_layers, s.model.heads,
-               s.model.width, s.model.norm_first ? "pre-LN" : "post-LN", static_cast<double>(n_params) / 1e6, pool.size(),
-               o.resume.empty() ? "" : fmt::format("; resuming at step {}", trainer.steps_done()));
+    for (const ParamTensor& t : trainer->parameters().tensors()) n_params += t.segment.count;
+    fmt::print(stderr, "kiln-train: {}: {:.2f}M parameters; {} threads{}\n", trainer->description(),
+               static_cast<double>(n_params) / 1e6, pool.size(),
+               o.resume.empty() ? "" : fmt::format("; resuming at step {}", trainer->steps_done()));
+
     const bool tty = isatty(fileno(stderr)) != 0;
-    // Positions the graph runs per step: every source and target row of the batch.
-    const int64_t tokens_per_step = 2 * s.batch * task.sequence_length();
-    const int64_t first_step = trainer.steps_done();
+    const int64_t tokens_per_step = trainer->tokens_per_step();
+    const int64_t first_step = trainer->steps_done();
     const auto started = std::chrono::steady_clock::now();
+    Evaluation last_eval;
     int64_t last_checkpoint = first_step;
-    HeldOutMatch match;
-    while (trainer.steps_done() < o.iters) {
+    while (trainer->steps_done() < o.iters) {
         const auto t0 = std::chrono::steady_clock::now();
         StepResult r;
         try {
-            r = trainer.step();
+            r = trainer->step();
         } catch (const Error& e) {
             if (tty) fmt::print(stderr, "\n");
             throw with_last_checkpoint(e, o.checkpoint, last_checkpoint);
         }
         const auto t1 = std::chrono::steady_clock::now();
         const double seconds = std::chrono::duration<double>(t1 - t0).count();
-        const int64_t step = trainer.steps_done();
+        const int64_t step = trainer->steps_done();
         LogRow row{step, r.loss, r.lr, r.grad_norm, static_cast<double>(tokens_per_step) / seconds, {}, {}, {}, {}};
         if (tty) {
             const double elapsed = std::chrono::duration<double>(t1 - started).count();
             const double eta = elapsed / static_cast<double>(step - first_step) * static_cast<double>(o.iters - step);
-            fmt::print(stderr, "\rstep {}/{}  loss {:.4f}  lr {:.2e}  {:.0f} tok/s  ETA {}   ", step, o.iters, r.loss, r.lr,
-                       row.tokens_per_s, duration(eta));
+            fmt::print(stderr, "\rstep {}/{}  loss {:.4f}  lr {:.2e}  {:.0f} tok/s  ETA {}   ", step, o.iters, r.loss,
+                       r.lr, row.tokens_per_s, format_duration(eta));
         }
         const bool last = step == o.iters;
         if (step % o.eval_interval == 0 || last) {
-            row.eval_val = trainer.held_out_loss();
-            match = trainer.held_out_match(static_cast<int32_t>(o.eval_beams), o.type);
-            row.greedy_match = match.greedy;
-            row.beam_match = match.beam;
+            last_eval = trainer->evaluate();
+            row.eval_train = last_eval.train_loss;
+            row.eval_val = last_eval.val_loss;
+            row.greedy_match = last_eval.greedy_match;
+            row.beam_match = last_eval.beam_match;
             if (tty) fmt::print(stderr, "\r\x1b[K");
-            fmt::print(stderr, "step {}: loss {:.4f}, held-out loss {:.4f}, exact match {:.2f}% greedy, {:.2f}% with {} beams\n",
-                       step, r.loss, *row.eval_val, 100.0 * match.greedy, 100.0 * match.beam, o.eval_beams);
+            fmt::print(stderr, "step {}: {}\n", step, trainer->evaluation_line(last_eval, r.loss));
         }
         log.rows().push_back(row);
         if (step % o.checkpoint_interval == 0 || last) {
-            const TrainingState state = trainer.training_state();
-            write_seq2seq_model(o.checkpoint, trainer.model(), ReverseTask::model_vocabulary(), DType::F32, &state);
+            const TrainingState state = trainer->training_state();
+            trainer->write(o.checkpoint, DType::F32, &state);
             last_checkpoint = step;
             log.write_csv(csv);
             log.write_svg(svg);
         }
     }
-    write_seq2seq_model(o.output, trainer.model(), ReverseTask::model_vocabulary(), o.type);
+    trainer->write(o.output, o.type);
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    fmt::print(stderr, "kiln-train: wrote {} ({}); held-out exact match {:.2f}% greedy, {:.2f}% with {} beams, after {}\n",
-               o.output, dtype_name(o.type), 100.0 * match.greedy, 100.0 * match.beam, o.eval_beams, duration(elapsed));
-    return 0;
-}
-
-int run(Options o) {
-    if (!o.task.empty()) return run_reverse_task(o);
-    const std::string text = read_text(o.text);
-    std::optional<LoadedGpt> resumed;
-    if (!o.resume.empty()) {
-        resumed = read_gpt_checkpoint(o.resume, o.train.decay_embeddings);
-        if (!resumed->training) fail("train", "{} is a model, not a training checkpoint (no optimizer state)", o.resume);
-        o.train.model = resumed->config;
-    }
-    CharVocabulary vocabulary =
-        resumed ? CharVocabulary(resumed->vocabulary) : CharVocabulary::from_text(text);
-    const CharCorpus corpus = CharCorpus::from_text(text, std::move(vocabulary), o.train.model.context);
-    o.train.model.vocab = static_cast<int64_t>(corpus.vocabulary.size());
-
-    ThreadPool pool(o.threads > 0 ? static_cast<int>(o.threads) : ThreadPool::physical_cores());
-    GptTrainer trainer(o.train, pool);
-    TrainLog log;
-    const fs::path csv = fs::path(o.output).replace_extension(".csv");
-    const fs::path svg = fs::path(o.output).replace_extension(".svg");
-    if (resumed) {
-        trainer.restore(*resumed);
-        log = TrainLog::read_csv(csv, trainer.steps_done());
-        if (trainer.steps_done() >= o.iters)
-            fail("train", "the checkpoint is at step {}, not before --iters {}", trainer.steps_done(), o.iters);
-    }
-    const GptConfig& c = o.train.model;
-    size_t n_params = 0;
-    for (const ParamTensor& t : trainer.model().tensors()) n_params += t.segment.count;
-    fmt::print(stderr,
-               "kiln-train: {} characters ({} train, {} validation), vocabulary {}; {} layers, {} heads, width {}, "
-               "context {}: {:.2f}M parameters; {} threads{}\n",
-               corpus.train.size() + corpus.validation.size(), corpus.train.size(), corpus.validation.size(), c.vocab,
-               c.layers, c.heads, c.width, c.context, static_cast<double>(n_params) / 1e6, pool.size(),
-               resumed ? fmt::format("; resuming at step {}", trainer.steps_done()) : "");
-
-    const bool tty = isatty(fileno(stderr)) != 0;
-    const int64_t tokens_per_step = o.train.batch * o.train.accumulation * c.context;
-    const int64_t first_step = trainer.steps_done();
-    const auto started = std::chrono::steady_clock::now();
-    double last_val = NAN;
-    int64_t last_checkpoint = first_step;
-    const auto save_checkpoint = [&]() {
-        const TrainingState state = trainer.training_state();
-        write_gpt_model(o.checkpoint, trainer.model(), corpus.vocabulary.tokens(), DType::F32, &state);
-        last_checkpoint = trainer.steps_done();
-    };
-    while (trainer.steps_done() < o.iters) {
-        const auto t0 = std::chrono::steady_clock::now();
-        StepResult r;
-        try {
-            r = trainer.step(corpus.train);
-        } catch (const Error& e) {
-            if (tty) fmt::print(stderr, "\n");
-            throw with_last_checkpoint(e, o.checkpoint, last_checkpoint);
-        }
-        const auto t1 = std::chrono::steady_clock::now();
-        const double seconds = std::chrono::duration<double>(t1 - t0).count();
-        LogRow row{trainer.steps_done(), r.loss, r.lr, r.grad_norm, static_cast<double>(tokens_per_step) / seconds, {}, {}, {}, {}};
-        const int64_t step = trainer.steps_done();
-        if (tty) {
-            const double elapsed = std::chrono::duration<double>(t1 - started).count();
-            const double eta = elapsed / static_cast<double>(step - first_step) * static_cast<double>(o.iters - step);
-            fmt::print(stderr, "\rstep {}/{}  loss {:.4f}  lr {:.2e}  {:.0f} tok/s  ETA {}   ", step, o.iters, r.loss,
-                       r.lr, row.tokens_per_s, duration(eta));
-        }
-        const bool last = step == o.iters;
-        if (step % o.eval_interval == 0 || last) {
-            row.eval_train = trainer.evaluate(corpus.train, o.eval_batches);
-            row.eval_val = last_val = trainer.evaluate(corpus.validation, o.eval_batches);
-            if (tty) fmt::print(stderr, "\r\x1b[K");
-            fmt::print(stderr, "step {}: train loss {:.4f}, val loss {:.4f}\n", step, *row.eval_train, *row.eval_val);
-        }
-        log.rows().push_back(row);
-        if (step % o.checkpoint_interval == 0 || last) {
-            save_checkpoint();
-            log.write_csv(csv);
-            log.write_svg(svg);
-        }
-    }
-    write_gpt_model(o.output, trainer.model(), corpus.vocabulary.tokens(), o.type);
-    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    const double trained = static_cast<double>((o.iters - first_step) * tokens_per_step);
-    fmt::print(stderr, "kiln-train: wrote {} ({}); validation loss {:.4f}; {:.0f} tokens/s over {}\n", o.output,
-               dtype_name(o.type), last_val, trained / elapsed, duration(elapsed));
+    fmt::print(stderr, "kiln-train: wrote {} ({}); {}\n", o.output, dtype_name(o.type),
+               trainer->outcome(last_eval, (o.iters - first_step) * tokens_per_step, elapsed));
     return 0;
 }
 

@@ -39,6 +39,8 @@ public:
 
     std::vector<float>& m() noexcept { return m_; }
     std::vector<float>& v() noexcept { return v_; }
+    const std::vector<float>& m() const noexcept { return m_; }
+    const std::vector<float>& v() const noexcept { return v_; }
     const AdamWOptions& options() const noexcept { return options_; }
 
 private:

@@ -5,13 +5,6 @@
 
 namespace kiln::train {
 
-void CausalTrainGraph::set_dropout_seed(uint64_t seed) {
-    if (dropout_seed == kNoNode) return;
-    int32_t* s = graph.node(dropout_seed).row<int32_t>(0);
-    s[0] = static_cast<int32_t>(static_cast<uint32_t>(seed));
-    s[1] = static_cast<int32_t>(static_cast<uint32_t>(seed >> 32));
-}
-
 std::unique_ptr<CausalTrainGraph> build_causal_train_graph(ParamModel& model, int64_t batch, int64_t context,
                                                            bool training, float dropout, const CausalForward& forward) {
     auto out = std::make_unique<CausalTrainGraph>();

@@ -12,22 +12,16 @@
 #include "engine/graph/graph.h"
 #include "engine/models/block_context.h"
 #include "engine/train/param_model.h"
+#include "engine/train/train_graph.h"
 
 namespace kiln::train {
 
-struct CausalTrainGraph {
-    Graph graph;
+struct CausalTrainGraph : TrainGraph {
     int64_t batch = 0, context = 0;
-    NodeId tokens = kNoNode, positions = kNoNode, targets = kNoNode, dropout_seed = kNoNode;
-    NodeId logits = kNoNode, loss = kNoNode;
-    std::vector<NodeId> params;  // per model tensor, in order
-    std::vector<NodeId> grads;   // per model tensor (training graphs only)
+    NodeId tokens = kNoNode, positions = kNoNode, targets = kNoNode;
 
     int32_t* token_data() { return graph.node(tokens).row<int32_t>(0); }
     int32_t* target_data() { return graph.node(targets).row<int32_t>(0); }
-    // Writes the dropout seed input (ignored when the graph has no dropout).
-    void set_dropout_seed(uint64_t seed);
-    float loss_value() const { return *graph.node(loss).row(0); }
 };
 
 // The architecture's forward pass over the graph's parameter leaves (one per

@@ -41,6 +41,7 @@ public:
     int64_t steps_done() const noexcept { return step_; }
     const std::vector<float>& gradients() const noexcept { return grads_; }
     AdamW& adam() noexcept { return adam_; }
+    const AdamW& adam() const noexcept { return adam_; }
     void set_steps_done(int64_t step) noexcept { step_ = step; }
 
 private:

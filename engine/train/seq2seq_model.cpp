@@ -79,13 +79,6 @@ void Seq2SeqModel::initialize(Rng& rng) {
     }
 }
 
-void Seq2SeqGraph::set_dropout_seed(uint64_t seed) {
-    if (dropout_seed == kNoNode) return;
-    int32_t* s = graph.node(dropout_seed).row<int32_t>(0);
-    s[0] = static_cast<int32_t>(static_cast<uint32_t>(seed));
-    s[1] = static_cast<int32_t>(static_cast<uint32_t>(seed >> 32));
-}
-
 std::unique_ptr<Seq2SeqGraph> build_seq2seq_graph(Seq2SeqModel& model, int64_t batch, int64_t src_len, int64_t tgt_len,
                                                   bool training, float dropout) {
     const Seq2SeqConfig& c = model.config();

@@ -15,6 +15,7 @@
 #include "engine/graph/graph.h"
 #include "engine/train/param_model.h"
 #include "engine/train/rng.h"
+#include "engine/train/train_graph.h"
 #include "formats/arch/transformer_arch.h"
 
 namespace kiln::train {
@@ -48,20 +49,14 @@ private:
     Seq2SeqConfig config_;
 };
 
-struct Seq2SeqGraph {
-    Graph graph;
+struct Seq2SeqGraph : TrainGraph {
     int64_t batch = 0, src_len = 0, tgt_len = 0;
-    NodeId source = kNoNode, source_mask = kNoNode, decoder_input = kNoNode, labels = kNoNode, dropout_seed = kNoNode;
-    NodeId logits = kNoNode, loss = kNoNode;
-    std::vector<NodeId> params, grads;
+    NodeId source = kNoNode, source_mask = kNoNode, decoder_input = kNoNode, labels = kNoNode;
 
     int32_t* source_data() { return graph.node(source).row<int32_t>(0); }
     int8_t* mask_data() { return graph.node(source_mask).row<int8_t>(0); }
     int32_t* decoder_input_data() { return graph.node(decoder_input).row<int32_t>(0); }
     int32_t* label_data() { return graph.node(labels).row<int32_t>(0); }
-    float loss_value() const { return *graph.node(loss).row(0); }
-    // Writes the dropout seed input (ignored when the graph has no dropout).
-    void set_dropout_seed(uint64_t seed);
 };
 
 // Labels of -1 are ignored (padding). training: with the backward pass, and

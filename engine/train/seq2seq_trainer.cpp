@@ -7,20 +7,34 @@
 
 namespace kiln::train {
 
-Seq2SeqTrainer::Seq2SeqTrainer(const Seq2SeqTrainOptions& options, const ReverseTask& task, ThreadPool& pool)
-    : options_(options), task_(task), pool_(pool), rng_(options.seed) {
-    options_.model.vocab = static_cast<int64_t>(ReverseTask::vocabulary().size());
-    options_.model.context = std::max(options_.model.context, task.sequence_length());
-    model_ = std::make_unique<Seq2SeqModel>(options_.model);
-    Rng init(options_.seed ^ 0x5eed0f1e1d5ULL);
-    model_->initialize(init);
-    const int64_t len = task.sequence_length();
-    train_graph_ = build_seq2seq_graph(*model_, options_.batch, len, len, true, options_.dropout);
-    eval_graph_ = build_seq2seq_graph(*model_, options_.batch, len, len, false);
-    train_exec_ = std::make_unique<Executor>(train_graph_->graph);
-    eval_exec_ = std::make_unique<Executor>(eval_graph_->graph);
-    optimizer_ = std::make_unique<Optimizer>(*model_, options_.optimizer, pool_);
+namespace {
+
+std::unique_ptr<Seq2SeqModel> fresh_model(const Seq2SeqConfig& config, uint64_t seed) {
+    auto model = std::make_unique<Seq2SeqModel>(config);
+    Rng init = initialization_rng(seed);
+    model->initialize(init);
+    return model;
 }
+
+Seq2SeqTrainOptions fitted(Seq2SeqTrainOptions options, const ReverseTask& task) {
+    options.model.vocab = static_cast<int64_t>(ReverseTask::vocabulary().size());
+    options.model.context = std::max(options.model.context, task.sequence_length());
+    return options;
+}
+
+}  // namespace
+
+Seq2SeqTrainer::Seq2SeqTrainer(const Seq2SeqTrainOptions& options, const ReverseTask& task, ThreadPool& pool)
+    : options_(fitted(options, task)),
+      task_(task),
+      pool_(pool),
+      model_(fresh_model(options_.model, options_.seed)),
+      train_graph_(build_seq2seq_graph(*model_, options_.batch, task.sequence_length(), task.sequence_length(), true,
+                                       options_.dropout)),
+      eval_graph_(build_seq2seq_graph(*model_, options_.batch, task.sequence_length(), task.sequence_length(), false)),
+      train_exec_(std::make_unique<Executor>(train_graph_->graph)),
+      eval_exec_(std::make_unique<Executor>(eval_graph_->graph)),
+      core_(*model_, options_.optimizer, options_.seed, 1, pool) {}
 
 void Seq2SeqTrainer::restore(const LoadedSeq2Seq& checkpoint) {
     if (!checkpoint.training) fail("train", "the checkpoint holds no training state");
@@ -31,26 +45,17 @@ void Seq2SeqTrainer::restore(const LoadedSeq2Seq& checkpoint) {
         fail("train", "the checkpoint's model (width {}, {}+{} layers, {} heads, context {}) is not this one (width {}, "
              "{}+{} layers, {} heads, context {})", a.width, a.encoder_layers, a.decoder_layers, a.heads, a.context,
              b.width, b.encoder_layers, b.decoder_layers, b.heads, b.context);
-    model_->data() = checkpoint.data;  // same size: the graphs' pointers stay valid
-    optimizer_->adam().m() = checkpoint.training->adam_m;
-    optimizer_->adam().v() = checkpoint.training->adam_v;
-    optimizer_->set_steps_done(checkpoint.training->step);
-    rng_.set_state(checkpoint.training->rng_state);
+    core_.restore(checkpoint.data, checkpoint.training);
 }
 
-TrainingState Seq2SeqTrainer::training_state() const {
-    return TrainingState{steps_done(), rng_.state(), optimizer_->adam().m(), optimizer_->adam().v()};
-}
+TrainingState Seq2SeqTrainer::training_state() const { return core_.training_state(); }
 
 StepResult Seq2SeqTrainer::step() {
     Seq2SeqGraph& G = *train_graph_;
-    for (int64_t b = 0; b < G.batch; ++b)
-        task_.fill(task_.sample(rng_), b, G.source_data(), G.mask_data(), G.decoder_input_data(), G.label_data());
-    // The masks of a step follow from (seed, step), so a resumed run draws the same ones.
-    G.set_dropout_seed(options_.seed * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(steps_done()));
-    train_exec_->run(pool_);
-    optimizer_->gather(G.graph, G.grads, true);
-    return optimizer_->step(G.loss_value(), 1);
+    return core_.step(G, *train_exec_, [&](Rng& rng) {
+        for (int64_t b = 0; b < G.batch; ++b)
+            task_.fill(task_.sample(rng), b, G.source_data(), G.mask_data(), G.decoder_input_data(), G.label_data());
+    });
 }
 
 std::vector<std::string> Seq2SeqTrainer::answers(const std::vector<std::string>& texts, int32_t beams, DType type) {
@@ -77,21 +82,18 @@ double Seq2SeqTrainer::held_out_loss() {
     Seq2SeqGraph& G = *eval_graph_;
     const std::vector<std::string>& texts = task_.held_out();
     const int64_t len = G.tgt_len;
-    double sum = 0.0;
-    int64_t targets = 0;
-    for (size_t first = 0; first < texts.size(); first += static_cast<size_t>(G.batch)) {
+    const auto batches = static_cast<int64_t>((texts.size() + static_cast<size_t>(G.batch) - 1) / static_cast<size_t>(G.batch));
+    return core_.mean_loss(G, *eval_exec_, batches, [&](int64_t batch) {
+        const size_t first = static_cast<size_t>(batch * G.batch);
         const auto count = static_cast<int64_t>(std::min(texts.size() - first, static_cast<size_t>(G.batch)));
         for (int64_t b = 0; b < G.batch; ++b) {
             task_.fill(texts[first + static_cast<size_t>(std::min(b, count - 1))], b, G.source_data(), G.mask_data(),
                        G.decoder_input_data(), G.label_data());
             if (b >= count) std::fill(G.label_data() + b * len, G.label_data() + (b + 1) * len, -1);
         }
-        const auto counted = std::count_if(G.label_data(), G.label_data() + G.batch * len, [](int32_t l) { return l >= 0; });
-        eval_exec_->run(pool_);
-        sum += static_cast<double>(G.loss_value()) * static_cast<double>(counted);
-        targets += counted;
-    }
-    return sum / static_cast<double>(targets);
+        return static_cast<double>(
+            std::count_if(G.label_data(), G.label_data() + G.batch * len, [](int32_t l) { return l >= 0; }));
+    });
 }
 
 }  // namespace kiln::train

@@ -15,6 +15,7 @@
 #include "engine/train/reverse_task.h"
 #include "engine/train/seq2seq_gguf.h"
 #include "engine/train/seq2seq_model.h"
+#include "engine/train/trainer_core.h"
 
 namespace kiln::train {
 
@@ -52,7 +53,9 @@ public:
     double held_out_loss();
 
     Seq2SeqModel& model() noexcept { return *model_; }
-    int64_t steps_done() const noexcept { return optimizer_->steps_done(); }
+    const Seq2SeqModel& model() const noexcept { return *model_; }
+    const ReverseTask& task() const noexcept { return task_; }
+    int64_t steps_done() const noexcept { return core_.steps_done(); }
 
 private:
     Seq2SeqTrainOptions options_;
@@ -61,8 +64,7 @@ private:
     std::unique_ptr<Seq2SeqModel> model_;
     std::unique_ptr<Seq2SeqGraph> train_graph_, eval_graph_;
     std::unique_ptr<Executor> train_exec_, eval_exec_;
-    std::unique_ptr<Optimizer> optimizer_;
-    Rng rng_;
+    TrainerCore core_;
 };
 
 }  // namespace kiln::train

@@ -30,6 +30,13 @@ std::string optional_number(const std::optional<double>& v) { return v ? fmt::fo
 
 }  // namespace
 
+std::string format_duration(double seconds) {
+    const auto s = static_cast<int64_t>(seconds);
+    if (s >= 3600) return fmt::format("{}h{:02}m", s / 3600, s / 60 % 60);
+    if (s >= 60) return fmt::format("{}m{:02}s", s / 60, s % 60);
+    return fmt::format("{}s", s);
+}
+
 void TrainLog::write_csv(const std::filesystem::path& path) const {
     std::string text = header(accuracy_) + "\n";
     for (const LogRow& r : rows_) {

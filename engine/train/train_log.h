@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace kiln::train {
@@ -16,6 +17,9 @@ struct LogRow {
     // Held-out exact match (fractions), greedy and beam search: logs with accuracy columns only.
     std::optional<double> greedy_match, beam_match;
 };
+
+// A duration as the trainer reports it: "42s", "3m07s", "1h05m".
+std::string format_duration(double seconds);
 
 class TrainLog {
 public:

@@ -1,0 +1,12 @@
+#include "engine/train/train_graph.h"
+
+namespace kiln::train {
+
+void TrainGraph::set_dropout_seed(uint64_t seed) {
+    if (dropout_seed == kNoNode) return;
+    int32_t* s = graph.node(dropout_seed).row<int32_t>(0);
+    s[0] = static_cast<int32_t>(static_cast<uint32_t>(seed));
+    s[1] = static_cast<int32_t>(static_cast<uint32_t>(seed >> 32));
+}
+
+}  // namespace kiln::train
