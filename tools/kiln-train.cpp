@@ -16,7 +16,7 @@
 #include "engine/train/char_corpus.h"
 #include "engine/train/gpt_gguf.h"
 #include "engine/train/gpt_trainer.h"
-#include "engine/train/reverse_trainer.h"
+#include "engine/train/seq2seq_trainer.h"
 #include "engine/train/text_trainer.h"
 #include "engine/train/train_log.h"
 #include "tools/common/cli.h"
@@ -237,9 +237,10 @@ std::unique_ptr<Trainer> make_reverse_trainer(const Options& o, ThreadPool& pool
     s.optimizer = o.train.optimizer();
     s.dropout = o.train.dropout;
     s.seed = o.train.seed;
-    auto trainer =
-        std::make_unique<ReverseTrainer>(o.max_length, o.held_out, s, static_cast<int32_t>(o.eval_beams), o.type, pool);
-    if (!o.resume.empty()) trainer->restore(o.resume);
+    s.eval_beams = static_cast<int32_t>(o.eval_beams);
+    s.eval_type = o.type;
+    auto trainer = std::make_unique<Seq2SeqTrainer>(s, ReverseTask(o.max_length, o.held_out, s.seed), pool);
+    if (!o.resume.empty()) trainer->restore(fs::path(o.resume));
     return trainer;
 }
 

@@ -1,9 +1,13 @@
 #include "engine/train/seq2seq_trainer.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <cmath>
 
 #include "engine/core/error.h"
 #include "engine/train/seq2seq_inference.h"
+#include "engine/train/train_log.h"
 
 namespace kiln::train {
 
@@ -48,6 +52,15 @@ void Seq2SeqTrainer::restore(const LoadedSeq2Seq& checkpoint) {
     core_.restore(checkpoint.data, checkpoint.training);
 }
 
+void Seq2SeqTrainer::restore(const std::filesystem::path& path) {
+    const LoadedSeq2Seq checkpoint = read_seq2seq_checkpoint(path);
+    if (!checkpoint.training)
+        fail("train", "{} is a model, not a training checkpoint (no optimizer state)", path.string());
+    if (checkpoint.vocabulary != ReverseTask::vocabulary())
+        fail("train", "{} was not trained on the reversal task (another vocabulary)", path.string());
+    restore(checkpoint);
+}
+
 TrainingState Seq2SeqTrainer::training_state() const { return core_.training_state(); }
 
 StepResult Seq2SeqTrainer::step() {
@@ -68,6 +81,15 @@ std::vector<std::string> Seq2SeqTrainer::answers(const std::vector<std::string>&
         out.push_back(ReverseTask::decode(decoder.decode(source, beams, pool_)));
     }
     return out;
+}
+
+Evaluation Seq2SeqTrainer::evaluate() {
+    Evaluation e;
+    e.val_loss = held_out_loss();
+    const HeldOutMatch match = held_out_match(options_.eval_beams, options_.eval_type);
+    e.greedy_match = match.greedy;
+    e.beam_match = match.beam;
+    return e;
 }
 
 HeldOutMatch Seq2SeqTrainer::held_out_match(int32_t beams, DType type) {
@@ -94,6 +116,29 @@ double Seq2SeqTrainer::held_out_loss() {
         return static_cast<double>(
             std::count_if(G.label_data(), G.label_data() + G.batch * len, [](int32_t l) { return l >= 0; }));
     });
+}
+
+void Seq2SeqTrainer::write(const std::filesystem::path& path, DType type, const TrainingState* training) const {
+    write_seq2seq_model(path, *model_, ReverseTask::model_vocabulary(), type, training);
+}
+
+std::string Seq2SeqTrainer::description() const {
+    const Seq2SeqConfig& c = model_->config();
+    return fmt::format("reverse strings of 1..{} letters ({} held out); encoder-decoder {}+{} layers, {} heads, width {}, {}",
+                       task_.sequence_length() - 1, task_.held_out().size(), c.encoder_layers, c.decoder_layers, c.heads,
+                       c.width, c.norm_first ? "pre-LN" : "post-LN");
+}
+
+std::string Seq2SeqTrainer::evaluation_line(const Evaluation& e, double loss) const {
+    return fmt::format("loss {:.4f}, held-out loss {:.4f}, exact match {:.2f}% greedy, {:.2f}% with {} beams", loss,
+                       e.val_loss.value_or(NAN), 100.0 * e.greedy_match.value_or(0.0), 100.0 * e.beam_match.value_or(0.0),
+                       options_.eval_beams);
+}
+
+std::string Seq2SeqTrainer::outcome(const Evaluation& last, int64_t, double seconds) const {
+    return fmt::format("held-out exact match {:.2f}% greedy, {:.2f}% with {} beams, after {}",
+                       100.0 * last.greedy_match.value_or(0.0), 100.0 * last.beam_match.value_or(0.0), options_.eval_beams,
+                       format_duration(seconds));
 }
 
 }  // namespace kiln::train

@@ -3,8 +3,9 @@
 // the teacher-forced loss of the held-out examples, and their exact match
 // when the inference engine decodes them (greedy and with beam search) from
 // the model file the trainer would write at that moment. Everything a resumed
-// run needs is in training_state()/restore().
+// run needs is in training_state()/restore(). kiln-train drives it as a Trainer.
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "engine/train/reverse_task.h"
 #include "engine/train/seq2seq_gguf.h"
 #include "engine/train/seq2seq_model.h"
+#include "engine/train/trainer.h"
 #include "engine/train/trainer_core.h"
 
 namespace kiln::train {
@@ -25,23 +27,31 @@ struct Seq2SeqTrainOptions {
     OptimizerOptions optimizer;
     float dropout = 0.0f;
     uint64_t seed = 1337;
+    // evaluate(): beams of the held-out beam search, and the type of the matrices decoded.
+    int32_t eval_beams = 4;
+    DType eval_type = DType::F32;
 };
 
 struct HeldOutMatch {
     double greedy = 0.0, beam = 0.0;  // fractions of the held-out strings answered exactly
 };
 
-class Seq2SeqTrainer {
+class Seq2SeqTrainer : public Trainer {
 public:
+    // The task is copied: the trainer samples from it and holds its held-out strings.
     Seq2SeqTrainer(const Seq2SeqTrainOptions& options, const ReverseTask& task, ThreadPool& pool);
 
     // Continues from a checkpoint (its weights, step, moments and generator state).
     void restore(const LoadedSeq2Seq& checkpoint);
-    TrainingState training_state() const;
+    // The same from a file, which must be a checkpoint of the reversal task.
+    void restore(const std::filesystem::path& checkpoint);
+    TrainingState training_state() const override;
 
     // One optimizer step on a fresh batch. A non-finite loss or gradient norm
     // throws kiln::Error("train") before the parameters are touched.
-    StepResult step();
+    StepResult step() override;
+    // The held-out loss and exact match (options.eval_beams, options.eval_type).
+    Evaluation evaluate() override;
 
     // The model's answers for these strings, decoded by the inference engine
     // with `beams` beams (1: greedy), from the model file written with
@@ -54,12 +64,20 @@ public:
 
     Seq2SeqModel& model() noexcept { return *model_; }
     const Seq2SeqModel& model() const noexcept { return *model_; }
-    const ReverseTask& task() const noexcept { return task_; }
-    int64_t steps_done() const noexcept { return core_.steps_done(); }
+    int64_t steps_done() const noexcept override { return core_.steps_done(); }
+
+    const ParamModel& parameters() const override { return *model_; }
+    // Positions the graph runs per step: every source and target row of the batch.
+    int64_t tokens_per_step() const override { return 2 * options_.batch * task_.sequence_length(); }
+    void write(const std::filesystem::path& path, DType type, const TrainingState* training) const override;
+    bool logs_accuracy() const override { return true; }
+    std::string description() const override;
+    std::string evaluation_line(const Evaluation& e, double loss) const override;
+    std::string outcome(const Evaluation& last, int64_t tokens, double seconds) const override;
 
 private:
     Seq2SeqTrainOptions options_;
-    const ReverseTask& task_;
+    ReverseTask task_;
     ThreadPool& pool_;
     std::unique_ptr<Seq2SeqModel> model_;
     std::unique_ptr<Seq2SeqGraph> train_graph_, eval_graph_;
