@@ -1,11 +1,12 @@
-// kiln-train: trains a character-level GPT (gpt2 layout) on a text file with
-// the engine's own graph, executor and thread pool, and writes a GGUF that
-// kiln runs.
+// kiln-train: trains a character-level GPT (gpt2 layout) on a text file, or
+// the encoder-decoder on a generated task, with the engine's own graph,
+// executor and thread pool, and writes a GGUF that kiln runs. One loop drives
+// every model through the Trainer interface (engine/train/trainer.h);
+// make_trainer picks the trainer.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
