@@ -17,9 +17,12 @@
 #include "engine/train/char_corpus.h"
 #include "engine/train/gpt_gguf.h"
 #include "engine/train/gpt_trainer.h"
+#include "engine/train/llama_trainer.h"
 #include "engine/train/seq2seq_trainer.h"
 #include "engine/train/text_trainer.h"
 #include "engine/train/train_log.h"
+#include "formats/tokenizer/tokenizer.h"
+#include "formats/tokenizer/vocab_metadata.h"
 #include "tools/common/cli.h"
 
 namespace {
@@ -29,15 +32,25 @@ using namespace kiln;
 using namespace kiln::train;
 
 constexpr std::string_view kUsage = R"(usage: kiln-train -f TEXT -o MODEL.gguf [options]
+       kiln-train -f TEXT --arch llama [--vocab VOCAB.gguf] -o MODEL.gguf [options]
        kiln-train --task reverse -o MODEL.gguf [options]
 
 Trains a character-level GPT (pre-LN, learned positions, GELU, tied head: the
-gpt2 layout) on a text file. The vocabulary is every character of the text;
-the first 90% trains, the last 10% validates. Writes MODEL.gguf (for kiln),
-MODEL.csv (one row per step), MODEL.svg (loss curve) and the checkpoint
-MODEL.ckpt.gguf (weights, AdamW moments, step, data generator state).
+gpt2 layout) on a text file, or with --arch llama a Llama (RMSNorm, RoPE,
+SwiGLU, grouped-query attention: llama.cpp's llama layout, so llama.cpp runs
+it too). The vocabulary is every character of the text, or with --vocab the
+tokenizer of a GGUF file (SentencePiece or BPE, e.g. a vocabulary-only GGUF
+of llama.cpp's); the first 90% of the tokens trains, the last 10% validates.
+Writes MODEL.gguf (for kiln), MODEL.csv (one row per step), MODEL.svg (loss
+curve) and the checkpoint MODEL.ckpt.gguf (weights, AdamW moments, step, data
+generator state).
 
   -f, --file FILE           training text (UTF-8)
+      --arch A              the model for a text: gpt2 (default) or llama
+      --vocab FILE.gguf     --arch llama: the tokenizer of this GGUF instead of characters
+      --kv-heads N          --arch llama: key/value heads (default --heads; grouped-query
+                            attention when fewer)
+      --tie-embeddings      --arch llama: the head is the token embedding (no output.weight)
       --task reverse        instead of a text: train an encoder-decoder Transformer
                             (architecture "transformer") to reverse strings of up to
                             --max-length letters; at each evaluation reports the
@@ -91,7 +104,9 @@ Reporting:
 )";
 
 struct Options {
-    std::string text, output, checkpoint, resume, task;
+    std::string text, output, checkpoint, resume, task, arch = "gpt2", vocab;
+    int64_t kv_heads = 0;  // 0: --heads
+    bool tie_embeddings = false;
     int64_t max_length = 10, held_out = 500, eval_beams = 4;
     bool post_ln = false, gelu = false;
     DType type = DType::F32;
@@ -119,7 +134,13 @@ Options parse(int argc, char** argv) {
         else if (flag == "--task") {
             o.task = args.value(flag);
             if (o.task != "reverse") usage_error("--task must be 'reverse', got '{}'", o.task);
-        } else if (flag == "--max-length") o.max_length = integer(1, 256);
+        } else if (flag == "--arch") {
+            o.arch = args.value(flag);
+            if (o.arch != "gpt2" && o.arch != "llama") usage_error("--arch must be gpt2 or llama, got '{}'", o.arch);
+        } else if (flag == "--vocab") o.vocab = args.value(flag);
+        else if (flag == "--kv-heads") o.kv_heads = integer(1, 1024);
+        else if (flag == "--tie-embeddings") o.tie_embeddings = true;
+        else if (flag == "--max-length") o.max_length = integer(1, 256);
         else if (flag == "--held-out") o.held_out = integer(1, 1 << 20);
         else if (flag == "--eval-beams") o.eval_beams = integer(1, 64);
         else if (flag == "--post-ln") o.post_ln = true;
@@ -166,7 +187,11 @@ Options parse(int argc, char** argv) {
             if (std::find(given.begin(), given.end(), f) != given.end()) usage_error("{} is only for {}", f, which);
     };
     if (o.task.empty()) refuse({"--max-length", "--held-out", "--eval-beams", "--post-ln", "--gelu"}, "--task reverse");
-    else refuse({"--context", "--bias", "--accumulation", "--decay-embeddings", "--eval-batches"}, "a text (-f)");
+    else refuse({"--context", "--bias", "--accumulation", "--decay-embeddings", "--eval-batches", "--arch"}, "a text (-f)");
+    if (o.arch != "llama") refuse({"--vocab", "--kv-heads", "--tie-embeddings"}, "--arch llama");
+    else refuse({"--bias"}, "--arch gpt2");
+    if (o.kv_heads == 0) o.kv_heads = m.heads;
+    if (m.heads % o.kv_heads != 0) usage_error("--heads {} is not a multiple of --kv-heads {}", m.heads, o.kv_heads);
     if (o.output.empty()) usage_error("an output path is required (-o MODEL.gguf)");
     if (!o.ffn_set) m.ffn = 4 * m.width;
     if (m.width % m.heads != 0) usage_error("--width {} is not divisible by --heads {}", m.width, m.heads);
@@ -245,8 +270,71 @@ std::unique_ptr<Trainer> make_reverse_trainer(const Options& o, ThreadPool& pool
     return trainer;
 }
 
+// A Llama on a text, with a character vocabulary or --vocab's tokenizer: with
+// --resume, the checkpoint's model and tokenizer (the model and vocabulary
+// flags are ignored), else the flags'.
+std::unique_ptr<Trainer> make_llama_trainer(const Options& o, ThreadPool& pool) {
+    const std::string text = read_text(o.text);
+    LlamaTrainOptions options;
+    static_cast<CausalTrainOptions&>(options) = o.train;
+    std::optional<LoadedLlama> resumed;
+    TrainedTokenizer tokenizer;
+    if (!o.resume.empty()) {
+        resumed = read_llama_checkpoint(o.resume, o.train.decay_embeddings);
+        if (!resumed->training) fail("train", "{} is a model, not a training checkpoint (no optimizer state)", o.resume);
+        options.model = resumed->params;
+        options.tied = resumed->tied;
+        tokenizer = resumed->tokenizer;
+    } else {
+        const GptConfig& m = o.train.model;
+        options.model.name = "kiln-train llama";
+        options.model.n_ctx_train = m.context;
+        options.model.dim = m.width;
+        options.model.n_layers = m.layers;
+        options.model.n_heads = m.heads;
+        options.model.n_kv_heads = o.kv_heads;
+        options.model.ffn_dim = m.ffn;
+        options.model.n_rot = m.width / m.heads;
+        options.tied = o.tie_embeddings;
+    }
+    // The text in tokens: the tokenizer of the checkpoint or of --vocab, else the text's characters.
+    TokenizedText data;
+    const std::string source = resumed ? o.resume : o.vocab;  // empty: the text's characters
+    std::optional<GgufFile> vocab_file;
+    if (!source.empty()) vocab_file = GgufFile::open(source);
+    if (!vocab_file || vocab::model_name(*vocab_file) == "char") {
+        CharVocabulary vocabulary =
+            vocab_file ? CharVocabulary(read_vocabulary(*vocab_file, source)) : CharVocabulary::from_text(text);
+        CharCorpus corpus = CharCorpus::from_text(text, std::move(vocabulary), options.model.n_ctx_train);
+        if (!resumed) tokenizer = char_tokenizer(corpus.vocabulary.tokens());
+        data.train = std::move(corpus.train);
+        data.validation = std::move(corpus.validation);
+    } else {
+        if (!resumed) tokenizer = gguf_tokenizer(*vocab_file);
+        const std::unique_ptr<Tokenizer> encoder = load_tokenizer(*vocab_file);
+        split_tokens(encoder->encode(text, false), options.model.n_ctx_train, 0.9, "tokens", data.train, data.validation);
+    }
+    options.model.n_vocab = tokenizer.n_vocab;
+    data.description = fmt::format("{} tokens ({} train, {} validation), vocabulary {}",
+                                   data.train.size() + data.validation.size(), data.train.size(), data.validation.size(),
+                                   tokenizer.n_vocab);
+    auto llama = std::make_unique<LlamaTrainer>(options, pool);
+    if (resumed) llama->restore(*resumed);
+    ModelWriter writer = [&model = llama->model(), tokenizer](const fs::path& path, DType type,
+                                                               const TrainingState* training) {
+        write_llama_model(path, model, tokenizer, type, training);
+    };
+    const arch::LlamaParams& p = options.model;
+    return std::make_unique<TextTrainer>(
+        std::move(llama), std::move(data), o.eval_batches,
+        fmt::format("llama, {} layers, {} heads ({} key/value), width {}, context {}", p.n_layers, p.n_heads,
+                    p.n_kv_heads, p.dim, p.n_ctx_train),
+        std::move(writer));
+}
+
 std::unique_ptr<Trainer> make_trainer(const Options& o, ThreadPool& pool) {
     if (o.task == "reverse") return make_reverse_trainer(o, pool);
+    if (o.arch == "llama") return make_llama_trainer(o, pool);
     return make_gpt_trainer(o, pool);
 }
 

@@ -81,18 +81,22 @@ CharCorpus CharCorpus::from_text(std::string_view text, CharVocabulary vocabular
                                  double train_fraction) {
     if (text.empty()) fail("corpus", "the text is empty");
     std::vector<int32_t> ids = vocabulary.encode(text);
+    CharCorpus corpus{std::move(vocabulary), {}, {}};
+    split_tokens(std::move(ids), context, train_fraction, "characters", corpus.train, corpus.validation);
+    return corpus;
+}
+
+void split_tokens(std::vector<int32_t> ids, int64_t context, double train_fraction, std::string_view unit,
+                  std::vector<int32_t>& train, std::vector<int32_t>& validation) {
     const auto n = static_cast<int64_t>(ids.size());
     const auto n_train = static_cast<int64_t>(static_cast<double>(n) * train_fraction);
     const int64_t need = context + 1;
     if (n_train < need || n - n_train < need)
         fail("corpus",
-             "{} characters are too few for context {}: the training ({}) and validation ({}) parts each need at "
-             "least {}",
-             n, context, n_train, n - n_train, need);
-    CharCorpus corpus{std::move(vocabulary), {}, {}};
-    corpus.train.assign(ids.begin(), ids.begin() + n_train);
-    corpus.validation.assign(ids.begin() + n_train, ids.end());
-    return corpus;
+             "{} {} are too few for context {}: the training ({}) and validation ({}) parts each need at least {}", n,
+             unit, context, n_train, n - n_train, need);
+    train.assign(ids.begin(), ids.begin() + n_train);
+    validation.assign(ids.begin() + n_train, ids.end());
 }
 
 void sample_windows(const std::vector<int32_t>& data, int64_t batch, int64_t context, Rng& rng, int32_t* inputs,

@@ -39,6 +39,12 @@ struct CharCorpus {
                                 double train_fraction = 0.9);
 };
 
+// Token ids split into a training part (the first train_fraction) and a
+// validation part. kiln::Error when either is too short for one window of
+// `context` + 1 tokens; `unit` names what was counted ("characters", "tokens").
+void split_tokens(std::vector<int32_t> ids, int64_t context, double train_fraction, std::string_view unit,
+                  std::vector<int32_t>& train, std::vector<int32_t>& validation);
+
 // `batch` windows of `context` tokens starting at random offsets of `data`:
 // inputs[b * context + t] = data[s_b + t], targets = the next token.
 void sample_windows(const std::vector<int32_t>& data, int64_t batch, int64_t context, Rng& rng, int32_t* inputs,
