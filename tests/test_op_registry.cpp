@@ -1,5 +1,6 @@
 // The op registry: every OpKind the list in engine/graph/op_list.h generates
-// has a definition in the table, found by its kind, with a name of its own.
+// has a definition in the table, found by its kind, with a name of its own and
+// its memory effects declared.
 #include <catch2/catch.hpp>
 
 #include <set>
@@ -18,6 +19,8 @@ TEST_CASE("every computed op has its own definition and name", "[graph][registry
         CHECK(def.kind == kind);  // the op file defines the OpDef the list names
         CHECK(def.forward != nullptr);
         CHECK(def.reference != nullptr);
+        // Declared: a value-initialized (forgotten) effects field is 0, no enumerator.
+        CHECK((def.effects == MemoryEffects::OwnData || def.effects == MemoryEffects::Unchecked));
         CHECK(names.insert(op_name(kind)).second);
     }
     CHECK(names.size() == kComputedOpCount);

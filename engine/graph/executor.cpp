@@ -13,32 +13,6 @@ namespace kiln {
 
 namespace {
 
-// Ops known to write only their own node's data (StoreKV's data is the cache it
-// updates) and to read only their sources'. Ops added later are not listed
-// until someone checks them: they keep a barrier on each side.
-bool effects_known(OpKind op) noexcept {
-    switch (op) {
-        case OpKind::GetRows:
-        case OpKind::TakeRows:
-        case OpKind::Add:
-        case OpKind::Mul:
-        case OpKind::Scale:
-        case OpKind::Relu:
-        case OpKind::Silu:
-        case OpKind::GeluTanh:
-        case OpKind::SwiGlu:
-        case OpKind::RmsNorm:
-        case OpKind::LayerNorm:
-        case OpKind::Softmax:
-        case OpKind::PrepareActivations:
-        case OpKind::MatMul:
-        case OpKind::Rope:
-        case OpKind::StoreKV:
-        case OpKind::Attention: return true;
-        default: return false;
-    }
-}
-
 using Range = std::pair<uintptr_t, uintptr_t>;  // [begin, end) of bytes
 
 Range range_of(const Node& n) noexcept {
@@ -131,9 +105,10 @@ Executor::Executor(Graph& graph, Mode mode)
     // Memory read and written since the last barrier, in bytes ranges.
     std::vector<Range> reads, writes;
     bool after_unknown = false;
-    for (NodeId id : steps_) {
-        const Node& n = graph_.node(id);
-        const bool known = effects_known(n.op);
+    for (size_t s = 0; s < steps_.size(); ++s) {
+        const Node& n = graph_.node(steps_[s]);
+        // Ops whose effects are unchecked keep a barrier on each side.
+        const bool known = defs_[s]->effects == MemoryEffects::OwnData;
         bool barrier = !known || after_unknown;
         const Range written = range_of(n);
         if (!barrier) barrier = overlaps(written, reads) || overlaps(written, writes);

@@ -8,8 +8,9 @@
 // node may overwrite what an earlier one still reads). Independent neighbours,
 // such as the Q, K and V products of one normalized input, or the gate and up
 // products, run back to back without one: a decode step waits at about a
-// quarter fewer barriers. Only ops whose memory effects are known (each writes
-// exactly its own data) are elided around; any other op gets a barrier on both sides.
+// quarter fewer barriers. Each op's OpDef states its memory effects: only ops
+// that write exactly their own data and read only their sources' are elided
+// around; an op with unchecked effects gets a barrier on both sides.
 //
 // Matrix products are split into chunks of rows that threads claim as they go
 // (see executor.cpp), so a thread slowed down by the machine does not hold the

@@ -246,8 +246,8 @@ NodeId attention(Graph& g, NodeId q, NodeId k_cache, NodeId v_cache, NodeId posi
 }  // namespace ops
 
 namespace ops::defs {
-extern const OpDef kStoreKV{OpKind::StoreKV, run_store_kv<true>, run_store_kv<false>};
-extern const OpDef kAttention{OpKind::Attention, run_attention_blocks, run_attention_reference, attention_scratch};
+extern const OpDef kStoreKV{OpKind::StoreKV, MemoryEffects::OwnData, run_store_kv<true>, run_store_kv<false>};
+extern const OpDef kAttention{OpKind::Attention, MemoryEffects::OwnData, run_attention_blocks, run_attention_reference, attention_scratch};
 }  // namespace ops::defs
 
 }  // namespace kiln

@@ -423,11 +423,11 @@ NodeId batch_attention_grad(Graph& g, NodeId attention, NodeId grad) {
 }  // namespace ops
 
 namespace ops::defs {
-extern const OpDef kBatchAttention{OpKind::BatchAttention,
+extern const OpDef kBatchAttention{OpKind::BatchAttention, MemoryEffects::Unchecked,
                                    run_batch_attention<kernels::attend, attend_with_dropout_fast>,
                                    run_batch_attention<kernels::ref::attend, attend_with_dropout_ref>, forward_scratch,
                                    batch_attention_backward};
-extern const OpDef kBatchAttentionGrad{OpKind::BatchAttentionGrad, batch_attention_grad_fast, batch_attention_grad_ref,
+extern const OpDef kBatchAttentionGrad{OpKind::BatchAttentionGrad, MemoryEffects::Unchecked, batch_attention_grad_fast, batch_attention_grad_ref,
                                        grad_scratch};
 }  // namespace ops::defs
 

@@ -92,7 +92,7 @@ NodeId dropout(Graph& g, NodeId x, NodeId seed, float p) { return add_dropout(g,
 }  // namespace ops
 
 namespace ops::defs {
-extern const OpDef kDropout{OpKind::Dropout, dropout_fast, dropout_ref, nullptr, dropout_backward};
+extern const OpDef kDropout{OpKind::Dropout, MemoryEffects::Unchecked, dropout_fast, dropout_ref, nullptr, dropout_backward};
 }  // namespace ops::defs
 
 }  // namespace kiln

@@ -240,22 +240,22 @@ NodeId sum_rows(Graph& g, NodeId x) {
 }  // namespace ops
 
 namespace ops::defs {
-extern const OpDef kAdd{OpKind::Add, run_binary<kernels::add>, run_binary<kernels::ref::add>, nullptr, add_backward};
-extern const OpDef kMul{OpKind::Mul, run_binary<kernels::mul>, run_binary<kernels::ref::mul>, nullptr, mul_backward};
-extern const OpDef kSwiGlu{OpKind::SwiGlu, run_binary<kernels::swiglu>, run_binary<kernels::ref::swiglu>};
-extern const OpDef kScale{OpKind::Scale, run_scale<kernels::scale>, run_scale<kernels::ref::scale>, nullptr,
+extern const OpDef kAdd{OpKind::Add, MemoryEffects::OwnData, run_binary<kernels::add>, run_binary<kernels::ref::add>, nullptr, add_backward};
+extern const OpDef kMul{OpKind::Mul, MemoryEffects::OwnData, run_binary<kernels::mul>, run_binary<kernels::ref::mul>, nullptr, mul_backward};
+extern const OpDef kSwiGlu{OpKind::SwiGlu, MemoryEffects::OwnData, run_binary<kernels::swiglu>, run_binary<kernels::ref::swiglu>};
+extern const OpDef kScale{OpKind::Scale, MemoryEffects::OwnData, run_scale<kernels::scale>, run_scale<kernels::ref::scale>, nullptr,
                           scale_backward};
-extern const OpDef kRelu{OpKind::Relu, run_unary<kernels::relu>, run_unary<kernels::ref::relu>, nullptr,
+extern const OpDef kRelu{OpKind::Relu, MemoryEffects::OwnData, run_unary<kernels::relu>, run_unary<kernels::ref::relu>, nullptr,
                          unary_backward<ops::relu_grad>};
-extern const OpDef kSilu{OpKind::Silu, run_unary<kernels::silu>, run_unary<kernels::ref::silu>};
-extern const OpDef kGelu{OpKind::GeluTanh, run_unary<kernels::gelu_tanh>, run_unary<kernels::ref::gelu_tanh>, nullptr,
+extern const OpDef kSilu{OpKind::Silu, MemoryEffects::OwnData, run_unary<kernels::silu>, run_unary<kernels::ref::silu>};
+extern const OpDef kGelu{OpKind::GeluTanh, MemoryEffects::OwnData, run_unary<kernels::gelu_tanh>, run_unary<kernels::ref::gelu_tanh>, nullptr,
                          unary_backward<ops::gelu_grad>};
-extern const OpDef kGeluErf{OpKind::GeluErf, run_unary<kernels::gelu_erf>, run_unary<kernels::ref::gelu_erf>, nullptr,
+extern const OpDef kGeluErf{OpKind::GeluErf, MemoryEffects::Unchecked, run_unary<kernels::gelu_erf>, run_unary<kernels::ref::gelu_erf>, nullptr,
                             unary_backward<ops::gelu_erf_grad>};
-extern const OpDef kReluGrad{OpKind::ReluGrad, run_grad<relu_grad_fast>, run_grad<relu_grad_ref>};
-extern const OpDef kGeluGrad{OpKind::GeluTanhGrad, run_grad<gelu_grad_fast>, run_grad<gelu_grad_ref>};
-extern const OpDef kGeluErfGrad{OpKind::GeluErfGrad, run_grad<gelu_erf_grad_fast>, run_grad<gelu_erf_grad_ref>};
-extern const OpDef kSumRows{OpKind::SumRows, sum_rows_fast, sum_rows_ref};
+extern const OpDef kReluGrad{OpKind::ReluGrad, MemoryEffects::Unchecked, run_grad<relu_grad_fast>, run_grad<relu_grad_ref>};
+extern const OpDef kGeluGrad{OpKind::GeluTanhGrad, MemoryEffects::Unchecked, run_grad<gelu_grad_fast>, run_grad<gelu_grad_ref>};
+extern const OpDef kGeluErfGrad{OpKind::GeluErfGrad, MemoryEffects::Unchecked, run_grad<gelu_erf_grad_fast>, run_grad<gelu_erf_grad_ref>};
+extern const OpDef kSumRows{OpKind::SumRows, MemoryEffects::Unchecked, sum_rows_fast, sum_rows_ref};
 }  // namespace ops::defs
 
 }  // namespace kiln

@@ -115,10 +115,10 @@ NodeId pad_columns(Graph& g, NodeId x, int64_t first, int64_t total) {
 }  // namespace ops
 
 namespace ops::defs {
-extern const OpDef kTranspose{OpKind::Transpose, transpose_fast, transpose_ref, nullptr, transpose_backward};
-extern const OpDef kSliceColumns{OpKind::SliceColumns, run_slice_columns, run_slice_columns, nullptr,
+extern const OpDef kTranspose{OpKind::Transpose, MemoryEffects::Unchecked, transpose_fast, transpose_ref, nullptr, transpose_backward};
+extern const OpDef kSliceColumns{OpKind::SliceColumns, MemoryEffects::Unchecked, run_slice_columns, run_slice_columns, nullptr,
                                  slice_columns_backward};
-extern const OpDef kPadColumns{OpKind::PadColumns, run_pad_columns, run_pad_columns, nullptr, pad_columns_backward};
+extern const OpDef kPadColumns{OpKind::PadColumns, MemoryEffects::Unchecked, run_pad_columns, run_pad_columns, nullptr, pad_columns_backward};
 }  // namespace ops::defs
 
 }  // namespace kiln

@@ -197,14 +197,14 @@ NodeId cross_entropy(Graph& g, NodeId logits, NodeId targets, int32_t ignore_ind
 }  // namespace ops
 
 namespace ops::defs {
-extern const OpDef kCrossEntropyRows{OpKind::CrossEntropyRows, run_cross_entropy_rows<cross_entropy_row_fast>,
+extern const OpDef kCrossEntropyRows{OpKind::CrossEntropyRows, MemoryEffects::Unchecked, run_cross_entropy_rows<cross_entropy_row_fast>,
                                      run_cross_entropy_rows<cross_entropy_row_ref>, nullptr,
                                      cross_entropy_rows_backward};
-extern const OpDef kCrossEntropyRowsGrad{OpKind::CrossEntropyRowsGrad,
+extern const OpDef kCrossEntropyRowsGrad{OpKind::CrossEntropyRowsGrad, MemoryEffects::Unchecked,
                                          run_cross_entropy_rows_grad<cross_entropy_grad_row_fast>,
                                          run_cross_entropy_rows_grad<cross_entropy_grad_row_ref>};
-extern const OpDef kMeanLoss{OpKind::MeanLoss, run_mean_loss, run_mean_loss, nullptr, mean_loss_backward};
-extern const OpDef kMeanLossGrad{OpKind::MeanLossGrad, run_mean_loss_grad, run_mean_loss_grad};
+extern const OpDef kMeanLoss{OpKind::MeanLoss, MemoryEffects::Unchecked, run_mean_loss, run_mean_loss, nullptr, mean_loss_backward};
+extern const OpDef kMeanLossGrad{OpKind::MeanLossGrad, MemoryEffects::Unchecked, run_mean_loss_grad, run_mean_loss_grad};
 }  // namespace ops::defs
 
 }  // namespace kiln

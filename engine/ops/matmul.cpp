@@ -84,8 +84,8 @@ NodeId matmul(Graph& g, NodeId w, NodeId x) {
 }  // namespace ops
 
 namespace ops::defs {
-extern const OpDef kPrepare{OpKind::PrepareActivations, run_prepare, ref_prepare};
-extern const OpDef kMatMul{OpKind::MatMul, run_matmul, ref_matmul, nullptr, matmul_backward};
+extern const OpDef kPrepare{OpKind::PrepareActivations, MemoryEffects::OwnData, run_prepare, ref_prepare};
+extern const OpDef kMatMul{OpKind::MatMul, MemoryEffects::OwnData, run_matmul, ref_matmul, nullptr, matmul_backward};
 }  // namespace ops::defs
 
 }  // namespace kiln

@@ -210,14 +210,14 @@ NodeId softmax(Graph& g, NodeId x) {
 }  // namespace ops
 
 namespace ops::defs {
-extern const OpDef kRmsNorm{OpKind::RmsNorm, run_rms_norm<kernels::rms_norm>, run_rms_norm<kernels::ref::rms_norm>};
-extern const OpDef kLayerNorm{OpKind::LayerNorm, run_layer_norm<kernels::layer_norm>,
+extern const OpDef kRmsNorm{OpKind::RmsNorm, MemoryEffects::OwnData, run_rms_norm<kernels::rms_norm>, run_rms_norm<kernels::ref::rms_norm>};
+extern const OpDef kLayerNorm{OpKind::LayerNorm, MemoryEffects::OwnData, run_layer_norm<kernels::layer_norm>,
                               run_layer_norm<kernels::ref::layer_norm>, nullptr, layer_norm_backward};
-extern const OpDef kSoftmax{OpKind::Softmax, run_softmax<kernels::softmax>, run_softmax<kernels::ref::softmax>, nullptr,
+extern const OpDef kSoftmax{OpKind::Softmax, MemoryEffects::OwnData, run_softmax<kernels::softmax>, run_softmax<kernels::ref::softmax>, nullptr,
                             softmax_backward};
-extern const OpDef kLayerNormGrad{OpKind::LayerNormGrad, run_layer_norm_grad<layer_norm_grad_row_fast>,
+extern const OpDef kLayerNormGrad{OpKind::LayerNormGrad, MemoryEffects::Unchecked, run_layer_norm_grad<layer_norm_grad_row_fast>,
                                   run_layer_norm_grad<layer_norm_grad_row_ref>};
-extern const OpDef kSoftmaxGrad{OpKind::SoftmaxGrad, run_softmax_grad<softmax_grad_row_fast>,
+extern const OpDef kSoftmaxGrad{OpKind::SoftmaxGrad, MemoryEffects::Unchecked, run_softmax_grad<softmax_grad_row_fast>,
                                 run_softmax_grad<softmax_grad_row_ref>};
 }  // namespace ops::defs
 

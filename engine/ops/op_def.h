@@ -32,8 +32,23 @@ using SourceMask = std::array<bool, kMaxSources>;
 // graph ops, so the backward pass runs on the same executor as the forward.
 using BackwardFn = Sources (*)(Graph& g, NodeId node, NodeId grad, const SourceMask& wanted);
 
+// What memory an op touches, for the executor's barrier plan (executor.h).
+// Every OpDef states it (the field has no default, and the enumerators start
+// at 1 so that a forgotten one is no value; test_op_registry checks).
+enum class MemoryEffects : uint8_t {
+    // Writes only its own node's data (StoreKV's data is the cache it updates)
+    // and reads only its sources' data: the executor leaves out the barriers
+    // around it wherever those bytes do not overlap its neighbours'.
+    OwnData = 1,
+    // Reads memory other than its sources' (BatchAttention's dropout seed is
+    // named in its parameters), or its effects have not been checked yet: a
+    // barrier on each side.
+    Unchecked = 2,
+};
+
 struct OpDef {
     OpKind kind;
+    MemoryEffects effects;
     ForwardFn forward;
     ForwardFn reference;
     size_t (*scratch_floats)(const Graph& g, const Node& node) = nullptr;

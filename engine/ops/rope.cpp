@@ -44,7 +44,7 @@ NodeId rope(Graph& g, NodeId x, NodeId positions, int64_t n_heads, int64_t head_
 }  // namespace ops
 
 namespace ops::defs {
-extern const OpDef kRope{OpKind::Rope, run_rope<kernels::rope>, run_rope<kernels::ref::rope>};
+extern const OpDef kRope{OpKind::Rope, MemoryEffects::OwnData, run_rope<kernels::rope>, run_rope<kernels::ref::rope>};
 }  // namespace ops::defs
 
 }  // namespace kiln

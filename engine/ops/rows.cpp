@@ -138,10 +138,10 @@ NodeId take_rows(Graph& g, NodeId x, int64_t first, int64_t count) {
 }  // namespace ops
 
 namespace ops::defs {
-extern const OpDef kGetRows{OpKind::GetRows, run_get_rows, run_get_rows, nullptr, get_rows_backward};
-extern const OpDef kTakeRows{OpKind::TakeRows, run_take_rows, run_take_rows, nullptr, take_rows_backward};
-extern const OpDef kGetRowsGrad{OpKind::GetRowsGrad, run_get_rows_grad<true>, run_get_rows_grad<false>};
-extern const OpDef kPadRows{OpKind::PadRows, run_pad_rows, run_pad_rows, nullptr, pad_rows_backward};
+extern const OpDef kGetRows{OpKind::GetRows, MemoryEffects::OwnData, run_get_rows, run_get_rows, nullptr, get_rows_backward};
+extern const OpDef kTakeRows{OpKind::TakeRows, MemoryEffects::OwnData, run_take_rows, run_take_rows, nullptr, take_rows_backward};
+extern const OpDef kGetRowsGrad{OpKind::GetRowsGrad, MemoryEffects::Unchecked, run_get_rows_grad<true>, run_get_rows_grad<false>};
+extern const OpDef kPadRows{OpKind::PadRows, MemoryEffects::Unchecked, run_pad_rows, run_pad_rows, nullptr, pad_rows_backward};
 }  // namespace ops::defs
 
 }  // namespace kiln
