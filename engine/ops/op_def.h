@@ -4,6 +4,7 @@
 // its OpDef beside its builder function; registry.cpp lists them in one table.
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <utility>
 
@@ -22,6 +23,8 @@ struct ExecContext {
 };
 
 using ForwardFn = void (*)(const Graph& g, const Node& node, const ExecContext& ctx);
+using ClaimingForwardFn = void (*)(const Graph& g, const Node& node, const ExecContext& ctx,
+                                   std::atomic<int64_t>& next);
 
 // Which sources of a node need a gradient (by source slot).
 using SourceMask = std::array<bool, kMaxSources>;
@@ -53,6 +56,12 @@ struct OpDef {
     ForwardFn reference;
     size_t (*scratch_floats)(const Graph& g, const Node& node) = nullptr;
     BackwardFn backward = nullptr;  // null: the op cannot be differentiated
+    // A fast forward that hands its work out in chunks claimed at run time
+    // instead of one fixed share per thread (matmul, see matmul.cpp). `next`
+    // is this step's counter of claimed chunks; the executor sets it to the
+    // number of threads before each run. Used with more than one thread; null:
+    // the op splits its work statically in `forward`.
+    ClaimingForwardFn claiming_forward = nullptr;
 };
 
 const OpDef& op_def(OpKind kind);
