@@ -7,7 +7,7 @@
 #include <cstring>
 #include <limits>
 
-#include "engine/kernels/simd.h"
+#include "engine/kernels/gradients.h"
 #include "engine/kernels/vector.h"
 #include "engine/ops/op_def.h"
 #include "engine/ops/ops.h"
@@ -24,38 +24,6 @@ enum LossSource { kLogits = 0, kTargets = 1, kRowGrads = 2 };
 bool counted(int32_t target, int32_t ignore_index) { return target != ignore_index; }
 bool in_vocab(int32_t target, int64_t vocab) { return target >= 0 && target < vocab; }
 
-// loss = log Σ exp(x) - x[target], with the max subtracted first.
-float cross_entropy_row_ref(const float* x, int64_t n, int32_t target) {
-    double max = -std::numeric_limits<double>::infinity();
-    for (int64_t i = 0; i < n; ++i) max = std::max<double>(max, x[i]);
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; ++i) sum += std::exp(x[i] - max);
-    return static_cast<float>(max + std::log(sum) - x[target]);
-}
-
-using batch = xsimd::batch<float>;
-constexpr int64_t kLanes = static_cast<int64_t>(batch::size);
-
-float cross_entropy_row_fast(const float* x, int64_t n, int32_t target) {
-    float max = -std::numeric_limits<float>::infinity();
-    int64_t i = 0;
-    if (n >= kLanes) {
-        batch m(max);
-        for (; i + kLanes <= n; i += kLanes) m = xsimd::max(m, batch::load_unaligned(x + i));
-        alignas(64) float lanes[kLanes];
-        m.store_aligned(lanes);
-        max = *std::max_element(lanes, lanes + kLanes);
-    }
-    for (; i < n; ++i) max = std::max(max, x[i]);
-    const batch mv(max);
-    batch acc(0.0f);
-    i = 0;
-    for (; i + kLanes <= n; i += kLanes) acc += xsimd::exp(batch::load_unaligned(x + i) - mv);
-    float sum = xsimd::hadd(acc);
-    for (; i < n; ++i) sum += std::exp(x[i] - max);
-    return max + std::log(sum) - x[target];
-}
-
 // A target outside the vocabulary (and not ignored) gives NaN: the trainer's
 // NaN check then stops instead of reading outside the row.
 template <float (*row_loss)(const float*, int64_t, int32_t)>
@@ -71,22 +39,6 @@ void run_cross_entropy_rows(const Graph& g, const Node& n, const ExecContext& ct
         else if (!in_vocab(targets[r], vocab)) out[r] = std::numeric_limits<float>::quiet_NaN();
         else out[r] = row_loss(logits.row(r), vocab, targets[r]);
     }
-}
-
-// d loss_r / d x = (softmax(x) - onehot(target)) * row_grad[r].
-void cross_entropy_grad_row_ref(const float* x, int64_t n, int32_t target, float row_grad, float* out) {
-    double max = -std::numeric_limits<double>::infinity();
-    for (int64_t i = 0; i < n; ++i) max = std::max<double>(max, x[i]);
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; ++i) sum += std::exp(x[i] - max);
-    for (int64_t i = 0; i < n; ++i)
-        out[i] = static_cast<float>((std::exp(x[i] - max) / sum - (i == target ? 1.0 : 0.0)) * row_grad);
-}
-
-void cross_entropy_grad_row_fast(const float* x, int64_t n, int32_t target, float row_grad, float* out) {
-    kernels::softmax(x, out, n);
-    out[target] -= 1.0f;
-    kernels::scale(out, row_grad, out, n);
 }
 
 template <void (*row_grad_fn)(const float*, int64_t, int32_t, float, float*)>
@@ -197,12 +149,12 @@ NodeId cross_entropy(Graph& g, NodeId logits, NodeId targets, int32_t ignore_ind
 }  // namespace ops
 
 namespace ops::defs {
-extern const OpDef kCrossEntropyRows{OpKind::CrossEntropyRows, MemoryEffects::Unchecked, run_cross_entropy_rows<cross_entropy_row_fast>,
-                                     run_cross_entropy_rows<cross_entropy_row_ref>, nullptr,
+extern const OpDef kCrossEntropyRows{OpKind::CrossEntropyRows, MemoryEffects::Unchecked, run_cross_entropy_rows<kernels::cross_entropy>,
+                                     run_cross_entropy_rows<kernels::ref::cross_entropy>, nullptr,
                                      cross_entropy_rows_backward};
 extern const OpDef kCrossEntropyRowsGrad{OpKind::CrossEntropyRowsGrad, MemoryEffects::Unchecked,
-                                         run_cross_entropy_rows_grad<cross_entropy_grad_row_fast>,
-                                         run_cross_entropy_rows_grad<cross_entropy_grad_row_ref>};
+                                         run_cross_entropy_rows_grad<kernels::cross_entropy_grad>,
+                                         run_cross_entropy_rows_grad<kernels::ref::cross_entropy_grad>};
 extern const OpDef kMeanLoss{OpKind::MeanLoss, MemoryEffects::Unchecked, run_mean_loss, run_mean_loss, nullptr, mean_loss_backward};
 extern const OpDef kMeanLossGrad{OpKind::MeanLossGrad, MemoryEffects::Unchecked, run_mean_loss_grad, run_mean_loss_grad};
 }  // namespace ops::defs
