@@ -16,7 +16,6 @@
 namespace kiln {
 namespace {
 
-using ops::detail::my_rows;
 using ops::detail::require_type;
 using ops::detail::shape_error;
 
@@ -35,7 +34,7 @@ void run_store_kv(const Graph& g, const Node& n, const ExecContext& ctx) {
     const Node& x = g.node(n.src[1]);
     const int32_t* positions = g.node(n.src[2]).row<int32_t>(0);
     const int64_t width = x.shape.ne[0];
-    const auto [r0, r1] = my_rows(x.shape.rows(), ctx);
+    const auto [r0, r1] = split_range(x.shape.rows(), ctx.ith, ctx.nth);
     for (int64_t r = r0; r < r1; ++r) {
         if (positions[r] < 0 || positions[r] >= cache.shape.rows()) continue;
         if (cache.type == DType::F32) {
@@ -125,7 +124,7 @@ void run_attention_reference(const Graph& g, const Node& n, const ExecContext& c
     const AttentionParams& p = in.p;
     const int64_t group = p.n_heads / p.n_kv_heads;
     WidenedHeads heads(in, ctx.scratch);
-    const auto [i0, i1] = my_rows(in.q.shape.rows() * p.n_heads, ctx);
+    const auto [i0, i1] = split_range(in.q.shape.rows() * p.n_heads, ctx.ith, ctx.nth);
     for (int64_t item = i0; item < i1; ++item) {
         const int64_t t = item / p.n_heads, h = item % p.n_heads, kv_head = h / group;
         const int64_t kv_len = in.kv_len(t);

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "engine/kernels/attention.h"
+#include "engine/kernels/dropout.h"
 #include "engine/kernels/simd.h"
 #include "engine/ops/op_def.h"
 #include "engine/ops/ops.h"
@@ -34,18 +35,10 @@
 namespace kiln {
 namespace {
 
-using ops::detail::my_rows;
 using ops::detail::require_type;
 using ops::detail::shape_error;
 
 enum Source { kQuery = 0, kKeys = 1, kValues = 2, kMask = 3, kGrad = 4 };
-
-// SplitMix64's finalizer, as the dropout op's.
-inline uint64_t mix(uint64_t z) {
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
 
 // The dropout factors F_ij of one node: 0 with probability p, else 1/(1-p).
 struct DropMask {
@@ -58,16 +51,14 @@ struct DropMask {
         if (params.dropout <= 0.0f) return;
         p = params.dropout;
         keep_scale = 1.0f / (1.0f - p);
-        const int32_t* s = g.node(params.dropout_seed).row<int32_t>(0);
-        const uint64_t seed = static_cast<uint64_t>(static_cast<uint32_t>(s[0])) |
-                              (static_cast<uint64_t>(static_cast<uint32_t>(s[1])) << 32);
-        key = mix(seed ^ mix(params.dropout_salt + 0x6a09e667f3bcc909ULL));
+        key = kernels::dropout::key(g.node(params.dropout_seed).row<int32_t>(0), params.dropout_salt,
+                                    kernels::dropout::kAttentionDomain);
     }
     bool enabled() const noexcept { return p > 0.0f; }
     // Uniform in [0, 1) with 24 bits from the element's index, compared with p.
     float factor(int64_t b, int64_t h, int64_t i, int64_t j) const noexcept {
         const auto index = static_cast<uint64_t>(((b * heads + h) * q_len + i) * kv_len + j);
-        const float u = static_cast<float>(mix(key + index * 0x9e3779b97f4a7c15ULL) >> 40) * (1.0f / 16777216.0f);
+        const float u = kernels::dropout::uniform(key, index);
         return u >= p ? keep_scale : 0.0f;
     }
 };
@@ -127,7 +118,7 @@ void attend_with_dropout_ref(const Graph& g, const Node& n, const ExecContext& c
     const DropMask F(g, n.param<BatchAttentionParams>(), L.q_len, L.kv_len);
     std::vector<double> p(static_cast<size_t>(L.kv_len));
     std::vector<double> out(static_cast<size_t>(L.head_dim));
-    const auto [i0, i1] = my_rows(L.batch * L.q_len * L.heads, ctx);
+    const auto [i0, i1] = split_range(L.batch * L.q_len * L.heads, ctx.ith, ctx.nth);
     for (int64_t item = i0; item < i1; ++item) {
         const int64_t h = item % L.heads, row = item / L.heads;
         const int64_t b = row / L.q_len, i = row % L.q_len;
@@ -161,7 +152,7 @@ void attend_with_dropout_fast(const Graph& g, const Node& n, const ExecContext& 
     const Layout L(g, n);
     const DropMask F(g, n.param<BatchAttentionParams>(), L.q_len, L.kv_len);
     float* p = ctx.scratch;
-    const auto [i0, i1] = my_rows(L.batch * L.q_len * L.heads, ctx);
+    const auto [i0, i1] = split_range(L.batch * L.q_len * L.heads, ctx.ith, ctx.nth);
     for (int64_t item = i0; item < i1; ++item) {
         const int64_t h = item % L.heads, row = item / L.heads;
         const int64_t b = row / L.q_len, i = row % L.q_len;
@@ -191,7 +182,7 @@ template <decltype(&kernels::attend) kernel, decltype(&attend_with_dropout_ref) 
 void run_batch_attention(const Graph& g, const Node& n, const ExecContext& ctx) {
     if (n.param<BatchAttentionParams>().dropout > 0.0f) return with_dropout(g, n, ctx);
     const Layout L(g, n);
-    const auto [i0, i1] = my_rows(L.batch * L.q_len * L.heads, ctx);
+    const auto [i0, i1] = split_range(L.batch * L.q_len * L.heads, ctx.ith, ctx.nth);
     for (int64_t item = i0; item < i1; ++item) {
         const int64_t h = item % L.heads, row = item / L.heads;
         const int64_t b = row / L.q_len, i = row % L.q_len;
@@ -224,7 +215,7 @@ void batch_attention_grad_ref(const Graph& g, const Node& n, const ExecContext& 
     const GradRows out{n, L};
     const int64_t T = L.q_len, S = L.kv_len, D = L.head_dim;
     std::vector<double> P(static_cast<size_t>(T * S)), dS(static_cast<size_t>(T * S));
-    const auto [i0, i1] = my_rows(L.batch * L.heads, ctx);
+    const auto [i0, i1] = split_range(L.batch * L.heads, ctx.ith, ctx.nth);
     for (int64_t item = i0; item < i1; ++item) {
         const int64_t b = item / L.heads, h = item % L.heads;
         const auto dO = [&](int64_t i) { return grad.row(b * T + i) + h * D; };
@@ -285,7 +276,7 @@ void batch_attention_grad_fast(const Graph& g, const Node& n, const ExecContext&
     const int64_t T = L.q_len, S = L.kv_len, D = L.head_dim;
     float* P = ctx.scratch;
     float* dS = ctx.scratch + T * S;
-    const auto [i0, i1] = my_rows(L.batch * L.heads, ctx);
+    const auto [i0, i1] = split_range(L.batch * L.heads, ctx.ith, ctx.nth);
     for (int64_t item = i0; item < i1; ++item) {
         const int64_t b = item / L.heads, h = item % L.heads;
         const uint8_t* ok = L.valid(b);

@@ -16,7 +16,6 @@
 namespace kiln {
 namespace {
 
-using ops::detail::my_rows;
 using ops::detail::require_type;
 using ops::detail::shape_error;
 
@@ -45,14 +44,14 @@ void run_binary(const Graph& g, const Node& n, const ExecContext& ctx) {
     const Node& a = g.node(n.src[0]);
     const Node& b = g.node(n.src[1]);
     const bool broadcast = b.shape.rows() == 1;
-    const auto [r0, r1] = my_rows(n.shape.rows(), ctx);
+    const auto [r0, r1] = split_range(n.shape.rows(), ctx.ith, ctx.nth);
     for (int64_t r = r0; r < r1; ++r) kernel(a.row(r), b.row(broadcast ? 0 : r), n.row(r), n.shape.ne[0]);
 }
 
 template <UnaryKernel kernel>
 void run_unary(const Graph& g, const Node& n, const ExecContext& ctx) {
     const Node& x = g.node(n.src[0]);
-    const auto [r0, r1] = my_rows(n.shape.rows(), ctx);
+    const auto [r0, r1] = split_range(n.shape.rows(), ctx.ith, ctx.nth);
     for (int64_t r = r0; r < r1; ++r) kernel(x.row(r), n.row(r), n.shape.ne[0]);
 }
 
@@ -60,7 +59,7 @@ template <void (*kernel)(const float*, float, float*, int64_t) noexcept>
 void run_scale(const Graph& g, const Node& n, const ExecContext& ctx) {
     const Node& x = g.node(n.src[0]);
     const float factor = n.param<ScaleParams>().factor;
-    const auto [r0, r1] = my_rows(n.shape.rows(), ctx);
+    const auto [r0, r1] = split_range(n.shape.rows(), ctx.ith, ctx.nth);
     for (int64_t r = r0; r < r1; ++r) kernel(x.row(r), factor, n.row(r), n.shape.ne[0]);
 }
 
@@ -68,14 +67,14 @@ template <void (*kernel)(const float*, const float*, float*, int64_t) noexcept>
 void run_grad(const Graph& g, const Node& n, const ExecContext& ctx) {
     const Node& x = g.node(n.src[0]);
     const Node& d = g.node(n.src[1]);
-    const auto [r0, r1] = my_rows(n.shape.rows(), ctx);
+    const auto [r0, r1] = split_range(n.shape.rows(), ctx.ith, ctx.nth);
     for (int64_t r = r0; r < r1; ++r) kernel(x.row(r), d.row(r), n.row(r), n.shape.ne[0]);
 }
 
 // Column sums. Threads split the columns, so every sum is one thread's, in row order.
 void sum_rows_ref(const Graph& g, const Node& n, const ExecContext& ctx) {
     const Node& x = g.node(n.src[0]);
-    const auto [c0, c1] = my_rows(n.shape.ne[0], ctx);
+    const auto [c0, c1] = split_range(n.shape.ne[0], ctx.ith, ctx.nth);
     for (int64_t c = c0; c < c1; ++c) {
         double total = 0.0;
         for (int64_t r = 0; r < x.shape.rows(); ++r) total += x.row(r)[c];
@@ -85,7 +84,7 @@ void sum_rows_ref(const Graph& g, const Node& n, const ExecContext& ctx) {
 // Whole rows are added into a float accumulator (vectorized), in chunks of columns.
 void sum_rows_fast(const Graph& g, const Node& n, const ExecContext& ctx) {
     const Node& x = g.node(n.src[0]);
-    const auto [c0, c1] = my_rows(n.shape.ne[0], ctx);
+    const auto [c0, c1] = split_range(n.shape.ne[0], ctx.ith, ctx.nth);
     if (c0 >= c1) return;
     float* out = n.row(0) + c0;
     std::fill(out, out + (c1 - c0), 0.0f);

@@ -15,7 +15,6 @@
 namespace kiln {
 namespace {
 
-using ops::detail::my_rows;
 using ops::detail::require_type;
 using ops::detail::shape_error;
 
@@ -32,7 +31,7 @@ void run_cross_entropy_rows(const Graph& g, const Node& n, const ExecContext& ct
     const int32_t* targets = g.node(n.src[kTargets]).row<int32_t>(0);
     const int32_t ignore = n.param<LossParams>().ignore_index;
     const int64_t vocab = logits.shape.ne[0];
-    const auto [r0, r1] = my_rows(logits.shape.rows(), ctx);
+    const auto [r0, r1] = split_range(logits.shape.rows(), ctx.ith, ctx.nth);
     float* out = n.row(0);
     for (int64_t r = r0; r < r1; ++r) {
         if (!counted(targets[r], ignore)) out[r] = 0.0f;
@@ -48,7 +47,7 @@ void run_cross_entropy_rows_grad(const Graph& g, const Node& n, const ExecContex
     const float* row_grads = g.node(n.src[kRowGrads]).row(0);
     const int32_t ignore = n.param<LossParams>().ignore_index;
     const int64_t vocab = n.shape.ne[0];
-    const auto [r0, r1] = my_rows(n.shape.rows(), ctx);
+    const auto [r0, r1] = split_range(n.shape.rows(), ctx.ith, ctx.nth);
     for (int64_t r = r0; r < r1; ++r) {
         if (!counted(targets[r], ignore) || !in_vocab(targets[r], vocab)) {
             std::memset(n.row(r), 0, n.row_bytes);
@@ -79,7 +78,7 @@ void run_mean_loss_grad(const Graph& g, const Node& n, const ExecContext& ctx) {
     const int32_t ignore = n.param<LossParams>().ignore_index;
     const int64_t count = count_targets(targets, n.shape.elements(), ignore);
     const float share = count == 0 ? 0.0f : static_cast<float>(static_cast<double>(grad) / static_cast<double>(count));
-    const auto [r0, r1] = my_rows(n.shape.elements(), ctx);
+    const auto [r0, r1] = split_range(n.shape.elements(), ctx.ith, ctx.nth);
     for (int64_t r = r0; r < r1; ++r) n.row(0)[r] = counted(targets[r], ignore) ? share : 0.0f;
 }
 

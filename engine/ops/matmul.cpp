@@ -6,7 +6,6 @@
 namespace kiln {
 namespace {
 
-using ops::detail::my_rows;
 using ops::detail::require_type;
 using ops::detail::shape_error;
 
@@ -16,7 +15,7 @@ using ops::detail::shape_error;
 void prepare(const Graph& g, const Node& n, const ExecContext& ctx, const kernels::MatmulKernels& k) {
     const Node& x = g.node(n.src[0]);
     const DType weight_type = g.node(n.src[1]).type;
-    const auto [r0, r1] = my_rows(n.shape.rows(), ctx);
+    const auto [r0, r1] = split_range(n.shape.rows(), ctx.ith, ctx.nth);
     for (int64_t r = r0; r < r1; ++r) k.prepare_row(weight_type, x.row(r), n.shape.ne[0], n.row<std::byte>(r));
 }
 
@@ -26,7 +25,7 @@ void multiply(const Graph& g, const Node& n, const ExecContext& ctx, const kerne
     const int64_t m = n.shape.ne[0];
     const int64_t granule = kernels::matmul_row_tile(n.shape.rows());
     const int64_t granules = (m + granule - 1) / granule;
-    const auto [g0, g1] = my_rows(granules, ctx);
+    const auto [g0, g1] = split_range(granules, ctx.ith, ctx.nth);
     const int64_t r0 = g0 * granule, r1 = std::min(m, g1 * granule);
     if (r0 >= r1) return;
     k.matmul(w.type, w.shape.ne[0], w.data, w.row_bytes, r0, r1, x.data, x.row_bytes, n.shape.rows(), n.row(0), m,

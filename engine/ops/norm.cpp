@@ -12,7 +12,6 @@
 namespace kiln {
 namespace {
 
-using ops::detail::my_rows;
 using ops::detail::require_type;
 using ops::detail::shape_error;
 
@@ -28,7 +27,7 @@ template <decltype(&kernels::rms_norm) kernel>
 void run_rms_norm(const Graph& g, const Node& n, const ExecContext& ctx) {
     const Node& x = g.node(n.src[0]);
     const float* w = n.src[1] == kNoNode ? nullptr : g.node(n.src[1]).row(0);
-    const auto [r0, r1] = my_rows(n.shape.rows(), ctx);
+    const auto [r0, r1] = split_range(n.shape.rows(), ctx.ith, ctx.nth);
     for (int64_t r = r0; r < r1; ++r) kernel(x.row(r), w, n.param<NormParams>().eps, n.row(r), n.shape.ne[0]);
 }
 
@@ -37,14 +36,14 @@ void run_layer_norm(const Graph& g, const Node& n, const ExecContext& ctx) {
     const Node& x = g.node(n.src[0]);
     const float* w = n.src[1] == kNoNode ? nullptr : g.node(n.src[1]).row(0);
     const float* b = n.src[2] == kNoNode ? nullptr : g.node(n.src[2]).row(0);
-    const auto [r0, r1] = my_rows(n.shape.rows(), ctx);
+    const auto [r0, r1] = split_range(n.shape.rows(), ctx.ith, ctx.nth);
     for (int64_t r = r0; r < r1; ++r) kernel(x.row(r), w, b, n.param<NormParams>().eps, n.row(r), n.shape.ne[0]);
 }
 
 template <decltype(&kernels::softmax) kernel>
 void run_softmax(const Graph& g, const Node& n, const ExecContext& ctx) {
     const Node& x = g.node(n.src[0]);
-    const auto [r0, r1] = my_rows(n.shape.rows(), ctx);
+    const auto [r0, r1] = split_range(n.shape.rows(), ctx.ith, ctx.nth);
     for (int64_t r = r0; r < r1; ++r) kernel(x.row(r), n.row(r), n.shape.ne[0]);
 }
 
@@ -53,7 +52,7 @@ void run_layer_norm_grad(const Graph& g, const Node& n, const ExecContext& ctx) 
     const Node& x = g.node(n.src[0]);
     const float* w = n.src[1] == kNoNode ? nullptr : g.node(n.src[1]).row(0);
     const Node& grad = g.node(n.src[2]);
-    const auto [r0, r1] = my_rows(n.shape.rows(), ctx);
+    const auto [r0, r1] = split_range(n.shape.rows(), ctx.ith, ctx.nth);
     for (int64_t r = r0; r < r1; ++r)
         kernel(x.row(r), w, grad.row(r), n.param<NormParams>().eps, n.row(r), n.shape.ne[0]);
 }
@@ -62,7 +61,7 @@ template <void (*kernel)(const float*, const float*, float*, int64_t)>
 void run_softmax_grad(const Graph& g, const Node& n, const ExecContext& ctx) {
     const Node& y = g.node(n.src[0]);
     const Node& grad = g.node(n.src[1]);
-    const auto [r0, r1] = my_rows(n.shape.rows(), ctx);
+    const auto [r0, r1] = split_range(n.shape.rows(), ctx.ith, ctx.nth);
     for (int64_t r = r0; r < r1; ++r) kernel(y.row(r), grad.row(r), n.row(r), n.shape.ne[0]);
 }
 

@@ -12,6 +12,7 @@
 
 #include "engine/graph/graph.h"
 #include "engine/kernels/matmul.h"
+#include "engine/runtime/thread_pool.h"  // split_range: each thread's share of rows
 
 namespace kiln {
 
@@ -77,13 +78,6 @@ template <typename... Args>
 inline void require_type(OpKind op, const Node& n, DType type, const char* role) {
     if (n.type != type)
         shape_error(op, "{} must be {}, got {} ({})", role, dtype_name(type), dtype_name(n.type), n.shape.str());
-}
-
-// Rows of `n` this thread handles.
-inline std::pair<int64_t, int64_t> my_rows(int64_t rows, const ExecContext& ctx) {
-    const int64_t base = rows / ctx.nth, extra = rows % ctx.nth;
-    const int64_t begin = ctx.ith * base + std::min<int64_t>(ctx.ith, extra);
-    return {begin, begin + base + (ctx.ith < extra ? 1 : 0)};
 }
 
 // Sources with no gradient.

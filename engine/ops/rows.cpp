@@ -10,7 +10,6 @@
 namespace kiln {
 namespace {
 
-using ops::detail::my_rows;
 using ops::detail::require_type;
 using ops::detail::shape_error;
 
@@ -21,7 +20,7 @@ void run_get_rows(const Graph& g, const Node& n, const ExecContext& ctx) {
     const Node& ids = g.node(n.src[1]);
     const auto to_float = type_traits(table.type).to_float;
     const int64_t width = n.shape.ne[0];
-    const auto [r0, r1] = my_rows(n.shape.rows(), ctx);
+    const auto [r0, r1] = split_range(n.shape.rows(), ctx.ith, ctx.nth);
     for (int64_t r = r0; r < r1; ++r) {
         const int32_t id = ids.row<int32_t>(0)[r];
         if (id < 0 || id >= table.shape.rows()) {
@@ -35,7 +34,7 @@ void run_get_rows(const Graph& g, const Node& n, const ExecContext& ctx) {
 void run_take_rows(const Graph& g, const Node& n, const ExecContext& ctx) {
     const Node& x = g.node(n.src[0]);
     const int64_t first = n.param<RowsParams>().first;
-    const auto [r0, r1] = my_rows(n.shape.rows(), ctx);
+    const auto [r0, r1] = split_range(n.shape.rows(), ctx.ith, ctx.nth);
     for (int64_t r = r0; r < r1; ++r) std::memcpy(n.row<std::byte>(r), x.row<std::byte>(first + r), n.row_bytes);
 }
 
@@ -47,7 +46,7 @@ void run_get_rows_grad(const Graph& g, const Node& n, const ExecContext& ctx) {
     const Node& grad = g.node(n.src[0]);
     const int32_t* ids = g.node(n.src[1]).row<int32_t>(0);
     const int64_t width = n.shape.ne[0];
-    const auto [r0, r1] = my_rows(n.shape.rows(), ctx);
+    const auto [r0, r1] = split_range(n.shape.rows(), ctx.ith, ctx.nth);
     if (r0 >= r1) return;
     std::memset(n.row(r0), 0, static_cast<size_t>(r1 - r0) * n.row_bytes);
     for (int64_t t = 0; t < grad.shape.rows(); ++t) {
@@ -66,7 +65,7 @@ void run_get_rows_grad(const Graph& g, const Node& n, const ExecContext& ctx) {
 void run_pad_rows(const Graph& g, const Node& n, const ExecContext& ctx) {
     const Node& x = g.node(n.src[0]);
     const int64_t first = n.param<RowsParams>().first, count = x.shape.rows();
-    const auto [r0, r1] = my_rows(n.shape.rows(), ctx);
+    const auto [r0, r1] = split_range(n.shape.rows(), ctx.ith, ctx.nth);
     for (int64_t r = r0; r < r1; ++r) {
         if (r >= first && r < first + count) std::memcpy(n.row<std::byte>(r), x.row<std::byte>(r - first), n.row_bytes);
         else std::memset(n.row<std::byte>(r), 0, n.row_bytes);
