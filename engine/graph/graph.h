@@ -58,13 +58,13 @@ struct ScaleParams {
     float factor;
 };
 struct RowsParams {
-    int64_t first;  // TakeRows: rows [first, first + count) of the source
+    int64_t first;  // SliceRows: rows [first, first + count) of the source
 };
 struct RopeParams {
     int64_t n_heads, head_dim, n_rot;
     float freq_base;
 };
-struct AttentionParams {
+struct CachedAttentionParams {
     int64_t n_heads, n_kv_heads, head_dim;
     float scale;
 };
@@ -77,7 +77,7 @@ struct DropoutParams {
     // node's index; its backward node reuses it).
     uint64_t salt = 0;
 };
-struct BatchAttentionParams {
+struct SequenceAttentionParams {
     int64_t n_heads, head_dim, batch;
     bool causal;
     float scale;
@@ -89,8 +89,8 @@ struct BatchAttentionParams {
     NodeId dropout_seed = kNoNode;
     uint64_t dropout_salt = 0;
 };
-using OpParams = std::variant<NoParams, NormParams, ScaleParams, RowsParams, RopeParams, AttentionParams, LossParams,
-                              DropoutParams, BatchAttentionParams>;
+using OpParams = std::variant<NoParams, NormParams, ScaleParams, RowsParams, RopeParams, CachedAttentionParams, LossParams,
+                              DropoutParams, SequenceAttentionParams>;
 
 struct Node {
     OpKind op = OpKind::Input;

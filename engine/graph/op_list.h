@@ -8,7 +8,7 @@
 // and profiles, and the OpDef the op file defines in kiln::ops::defs.
 #define KILN_OPS(X)                                                                            \
     X(GetRows, "get_rows", kGetRows)                                                           \
-    X(TakeRows, "take_rows", kTakeRows)                                                        \
+    X(SliceRows, "slice_rows", kSliceRows)                                                     \
     X(Add, "add", kAdd)                                                                        \
     X(Mul, "mul", kMul)                                                                        \
     X(Scale, "scale", kScale)                                                                  \
@@ -23,12 +23,12 @@
     X(MatMul, "matmul", kMatMul)                                                               \
     X(Rope, "rope", kRope)                                                                     \
     X(StoreKV, "store_kv", kStoreKV)                                                           \
-    X(Attention, "attention", kAttention)                                                      \
+    X(CachedAttention, "cached_attention", kCachedAttention)                                   \
     /* training: backward kernels and ops only a training graph uses */                        \
     X(Transpose, "transpose", kTranspose)                   /* [a, b] -> [b, a] */             \
     X(SumRows, "sum_rows", kSumRows)                        /* [n, rows] -> [n]: column sums */ \
     X(GetRowsGrad, "get_rows_grad", kGetRowsGrad)           /* scatter-add of row gradients */ \
-    X(PadRows, "pad_rows", kPadRows)                        /* gradient of take_rows */        \
+    X(PadRows, "pad_rows", kPadRows)                        /* gradient of slice_rows */       \
     X(SliceColumns, "slice_columns", kSliceColumns)         /* columns [first, first + n) */   \
     X(PadColumns, "pad_columns", kPadColumns)               /* gradient of slice_columns */    \
     X(ReluGrad, "relu_grad", kReluGrad)                                                        \
@@ -42,5 +42,5 @@
     X(MeanLoss, "mean_loss", kMeanLoss)                     /* mean over non-ignored targets */ \
     X(MeanLossGrad, "mean_loss_grad", kMeanLossGrad)                                           \
     X(Dropout, "dropout", kDropout)                                                            \
-    X(BatchAttention, "batch_attention", kBatchAttention)   /* B sequences of rows */          \
-    X(BatchAttentionGrad, "batch_attention_grad", kBatchAttentionGrad)
+    X(SequenceAttention, "sequence_attention", kSequenceAttention)   /* B sequences of rows */ \
+    X(SequenceAttentionGrad, "sequence_attention_grad", kSequenceAttentionGrad)

@@ -1,5 +1,5 @@
 #pragma once
-// Dropout's keep/drop decisions, shared by the dropout op and batch attention's
+// Dropout's keep/drop decisions, shared by the dropout op and sequence attention's
 // probability dropout: element i of a node is kept when uniform(key, i) >= p.
 // A hash of (seed, salt, index) rather than a generator: no state is shared
 // between threads, the mask is the same for any thread count, and a backward

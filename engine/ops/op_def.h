@@ -44,7 +44,7 @@ enum class MemoryEffects : uint8_t {
     // and reads only its sources' data: the executor leaves out the barriers
     // around it wherever those bytes do not overlap its neighbours'.
     OwnData = 1,
-    // Reads memory other than its sources' (BatchAttentionGrad reads the
+    // Reads memory other than its sources' (SequenceAttentionGrad reads the
     // dropout seed named in its parameters, not among its sources), or its
     // effects have not been checked yet: a barrier on each side.
     Unchecked = 2,
