@@ -178,9 +178,9 @@ TEST_CASE("row, column and layout backward rules match finite differences", "[tr
             return ops::get_rows(g, p[0], ids_input(g, {3, 0, 10, 3, 7, 3, 10}));
         });
     }
-    SECTION("take_rows") {
+    SECTION("slice_rows") {
         check_gradients({param("x", {5, 9}, 11)},
-                        [](Graph& g, const std::vector<NodeId>& p) { return ops::take_rows(g, p[0], 2, 5); });
+                        [](Graph& g, const std::vector<NodeId>& p) { return ops::slice_rows(g, p[0], 2, 5); });
     }
     SECTION("transpose") {
         check_gradients({param("x", {5, 3}, 12)}, [](Graph& g, const std::vector<NodeId>& p) { return ops::transpose(g, p[0]); });
@@ -217,11 +217,11 @@ TEST_CASE("cross-entropy backward matches finite differences, ignoring padding",
     });
 }
 
-TEST_CASE("batch attention backward matches finite differences", "[train][autodiff]") {
+TEST_CASE("sequence attention backward matches finite differences", "[train][autodiff]") {
     SECTION("causal self-attention, 2 sequences of 5, 2 heads of 3") {
         check_gradients({param("q", {6, 10}, 23), param("k", {6, 10}, 24), param("v", {6, 10}, 25)},
                         [](Graph& g, const std::vector<NodeId>& p) {
-                            return ops::batch_attention(g, p[0], p[1], p[2], kNoNode, 2, 3, 2, true);
+                            return ops::sequence_attention(g, p[0], p[1], p[2], kNoNode, 2, 3, 2, true);
                         });
     }
     SECTION("cross-attention with 4 keys per sequence and padding") {
@@ -230,18 +230,18 @@ TEST_CASE("batch attention backward matches finite differences", "[train][autodi
                             const NodeId mask = g.input("mask", DType::I8, Shape::of({4, 2}));
                             const int8_t valid[8] = {1, 1, 1, 1, 1, 1, 0, 0};
                             std::memcpy(g.node(mask).data, valid, sizeof valid);
-                            return ops::batch_attention(g, p[0], p[1], p[2], mask, 2, 3, 2, false);
+                            return ops::sequence_attention(g, p[0], p[1], p[2], mask, 2, 3, 2, false);
                         });
     }
 }
 
-TEST_CASE("batch attention with attention dropout: backward matches finite differences with a fixed seed", "[train][autodiff]") {
+TEST_CASE("sequence attention with attention dropout: backward matches finite differences with a fixed seed", "[train][autodiff]") {
     // The mask is fixed by the seed, so the output is smooth in q, k, v.
     SECTION("causal self-attention, 2 sequences of 5, 2 heads of 3") {
         check_gradients({param("q", {6, 10}, 51), param("k", {6, 10}, 52), param("v", {6, 10}, 53)},
                         [](Graph& g, const std::vector<NodeId>& p) {
                             const NodeId seed = ids_input(g, {4242, -7});
-                            return ops::batch_attention(g, p[0], p[1], p[2], kNoNode, 2, 3, 2, true, 0.3f, seed);
+                            return ops::sequence_attention(g, p[0], p[1], p[2], kNoNode, 2, 3, 2, true, 0.3f, seed);
                         });
     }
     SECTION("two cross-attentions with padding, one seed") {
@@ -251,8 +251,8 @@ TEST_CASE("batch attention with attention dropout: backward matches finite diffe
                             const int8_t valid[8] = {1, 1, 1, 1, 1, 1, 0, 0};
                             std::memcpy(g.node(mask).data, valid, sizeof valid);
                             const NodeId seed = ids_input(g, {99, 100});
-                            const NodeId a = ops::batch_attention(g, p[0], p[1], p[2], mask, 2, 3, 2, false, 0.4f, seed);
-                            return ops::batch_attention(g, a, p[1], p[2], mask, 2, 3, 2, false, 0.4f, seed);
+                            const NodeId a = ops::sequence_attention(g, p[0], p[1], p[2], mask, 2, 3, 2, false, 0.4f, seed);
+                            return ops::sequence_attention(g, a, p[1], p[2], mask, 2, 3, 2, false, 0.4f, seed);
                         });
     }
 }
@@ -306,18 +306,18 @@ TEST_CASE("training kernels: fast paths agree with the references on odd sizes, 
             return ops::cross_entropy(g, p[0], ids_input(g, t), -100);
         });
     }
-    SECTION("batch attention, causal and cross with padding") {
+    SECTION("sequence attention, causal and cross with padding") {
         check_fast_path({param("q", {5 * 7, 3 * 13}, 38), param("k", {5 * 7, 3 * 13}, 39), param("v", {5 * 7, 3 * 13}, 40),
                          param("k2", {5 * 7, 3 * 11}, 41), param("v2", {5 * 7, 3 * 11}, 42)},
                         [](Graph& g, const std::vector<NodeId>& p) {
                             const NodeId mask = g.input("mask", DType::I8, Shape::of({11, 3}));
                             auto* m = reinterpret_cast<int8_t*>(g.node(mask).data);
                             for (int i = 0; i < 33; ++i) m[i] = (i % 11) < 11 - (i / 11) * 3 ? 1 : 0;
-                            const NodeId a = ops::batch_attention(g, p[0], p[1], p[2], kNoNode, 5, 7, 3, true);
-                            return ops::batch_attention(g, a, p[3], p[4], mask, 5, 7, 3, false);
+                            const NodeId a = ops::sequence_attention(g, p[0], p[1], p[2], kNoNode, 5, 7, 3, true);
+                            return ops::sequence_attention(g, a, p[3], p[4], mask, 5, 7, 3, false);
                         });
     }
-    SECTION("batch attention with attention dropout, causal and cross with padding") {
+    SECTION("sequence attention with attention dropout, causal and cross with padding") {
         check_fast_path({param("q", {5 * 7, 3 * 13}, 44), param("k", {5 * 7, 3 * 13}, 45), param("v", {5 * 7, 3 * 13}, 46),
                          param("k2", {5 * 7, 3 * 11}, 47), param("v2", {5 * 7, 3 * 11}, 48)},
                         [](Graph& g, const std::vector<NodeId>& p) {
@@ -325,8 +325,8 @@ TEST_CASE("training kernels: fast paths agree with the references on odd sizes, 
                             auto* m = reinterpret_cast<int8_t*>(g.node(mask).data);
                             for (int i = 0; i < 33; ++i) m[i] = (i % 11) < 11 - (i / 11) * 3 ? 1 : 0;
                             const NodeId seed = ids_input(g, {5, 6});
-                            const NodeId a = ops::batch_attention(g, p[0], p[1], p[2], kNoNode, 5, 7, 3, true, 0.2f, seed);
-                            return ops::batch_attention(g, a, p[3], p[4], mask, 5, 7, 3, false, 0.35f, seed);
+                            const NodeId a = ops::sequence_attention(g, p[0], p[1], p[2], kNoNode, 5, 7, 3, true, 0.2f, seed);
+                            return ops::sequence_attention(g, a, p[3], p[4], mask, 5, 7, 3, false, 0.35f, seed);
                         });
     }
     SECTION("dropout masks do not depend on threads") {
@@ -378,8 +378,8 @@ TEST_CASE("attention dropout drops about p of the probabilities and scales the r
         const NodeId q = g.state("q", DType::F32, shape, zeros.data());
         const NodeId v = g.state("v", DType::F32, shape, values.data());
         const NodeId seed = ids_input(g, {31, 41});
-        const NodeId first = ops::batch_attention(g, q, q, v, kNoNode, heads, S, batch, false, p, seed);
-        const NodeId second = ops::batch_attention(g, q, q, v, kNoNode, heads, S, batch, false, p, seed);
+        const NodeId first = ops::sequence_attention(g, q, q, v, kNoNode, heads, S, batch, false, p, seed);
+        const NodeId second = ops::sequence_attention(g, q, q, v, kNoNode, heads, S, batch, false, p, seed);
         g.mark_output(first);
         g.mark_output(second);
         g.plan();
@@ -399,8 +399,8 @@ TEST_CASE("attention dropout drops about p of the probabilities and scales the r
     }
     Graph g;
     const NodeId q = g.state("q", DType::F32, Shape::of({heads * S, batch * S}), zeros.data());
-    CHECK_THROWS_WITH(ops::batch_attention(g, q, q, q, kNoNode, heads, S, batch, false, 0.1f, kNoNode),
+    CHECK_THROWS_WITH(ops::sequence_attention(g, q, q, q, kNoNode, heads, S, batch, false, 0.1f, kNoNode),
                       Catch::Contains("needs a seed input"));
-    CHECK_THROWS_WITH(ops::batch_attention(g, q, q, q, kNoNode, heads, S, batch, false, 1.0f, ids_input(g, {1, 2})),
+    CHECK_THROWS_WITH(ops::sequence_attention(g, q, q, q, kNoNode, heads, S, batch, false, 1.0f, ids_input(g, {1, 2})),
                       Catch::Contains("outside [0, 1)"));
 }

@@ -239,7 +239,7 @@ TEST_CASE("KILN_PROFILE prints where the time went per step and thread", "[cli][
             continue;
         }
         saw_matmul = saw_matmul || words[0] == "matmul";
-        if (words[0] == "attention") {
+        if (words[0] == "cached_attention") {
             saw_attention = true;
             CHECK(std::stol(words[1]) % 5 == 0);
         }

@@ -120,8 +120,8 @@ TEST_CASE("fast and reference forwards agree for every op, with 1 and 3 threads"
             NodeId h = ops::rms_norm(g, x, nw, 1e-5f);
             h = ops::layer_norm(g, ops::gelu(g, h), nw, nw, 1e-5f);
             const NodeId y = ops::matmul(g, wm, ops::mul(g, h, nw));
-            const NodeId q = ops::take_rows(g, ops::rope(g, ops::scale(g, h, 0.5f), pos, heads, head_dim, 8, 10000.0f), 0, n);
-            const NodeId kv = ops::rope(g, ops::take_rows(g, ops::silu(g, q), 0, n), pos, heads, head_dim, 24, 500.0f);
+            const NodeId q = ops::slice_rows(g, ops::rope(g, ops::scale(g, h, 0.5f), pos, heads, head_dim, 8, 10000.0f), 0, n);
+            const NodeId kv = ops::rope(g, ops::slice_rows(g, ops::silu(g, q), 0, n), pos, heads, head_dim, 24, 500.0f);
             // Keys and values: a fixed projection down to the key/value heads.
             const NodeId kc = g.state("k", DType::F32, Shape::of({kv_heads * head_dim, n_ctx}), k_cache.data());
             const NodeId vc = g.state("v", DType::F32, Shape::of({kv_heads * head_dim, n_ctx}), v_cache.data());
@@ -130,7 +130,7 @@ TEST_CASE("fast and reference forwards agree for every op, with 1 and 3 threads"
             const NodeId proj = g.weight("proj", DType::F32, Shape::of({k, kv_heads * head_dim}), half_w.data());
             const NodeId keys = ops::store_kv(g, kc, ops::matmul(g, proj, kv), pos);
             const NodeId values = ops::store_kv(g, vc, ops::relu(g, ops::matmul(g, proj, q)), pos);
-            const NodeId att = ops::attention(g, q, keys, values, pos, kNoNode, heads, kv_heads, head_dim);
+            const NodeId att = ops::cached_attention(g, q, keys, values, pos, kNoNode, heads, kv_heads, head_dim);
             const NodeId out = ops::softmax(g, ops::add(g, ops::swiglu(g, att, att), att));
             g.mark_output(y);
             g.mark_output(out);
@@ -189,7 +189,7 @@ TEST_CASE("attention applies the causal limit, grouped heads and a per-token pad
     const NodeId m = g.input("mask", DType::I8, Shape::of({n_ctx, n}));
     const NodeId k = g.state("k", DType::F32, Shape::of({kv_heads * head_dim, n_ctx}), keys.data());
     const NodeId v = g.state("v", DType::F32, Shape::of({kv_heads * head_dim, n_ctx}), values.data());
-    const NodeId out = ops::attention(g, q, k, v, pos, m, heads, kv_heads, head_dim);
+    const NodeId out = ops::cached_attention(g, q, k, v, pos, m, heads, kv_heads, head_dim);
     g.mark_output(out);
     fill(g, q, queries);
     std::memcpy(g.node(pos).data, positions.data(), positions.size() * sizeof(int32_t));

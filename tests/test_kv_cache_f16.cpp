@@ -58,7 +58,7 @@ AttentionRun attend_over_cache(DType cache_type, const std::vector<float>& keys,
     const NodeId vc = g.state("v", cache_type, Shape::of({width, n_ctx}), v_cache.data());
     const NodeId ks = ops::store_kv(g, kc, k_new, pos);
     const NodeId vs = ops::store_kv(g, vc, v_new, pos);
-    const NodeId out = ops::attention(g, q, ks, vs, pos, m, heads, kv_heads, head_dim);
+    const NodeId out = ops::cached_attention(g, q, ks, vs, pos, m, heads, kv_heads, head_dim);
     g.mark_output(out);
     std::memcpy(g.node(q).data, queries.data(), queries.size() * sizeof(float));
     std::memcpy(g.node(k_new).data, keys.data(), keys.size() * sizeof(float));

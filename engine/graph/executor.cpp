@@ -13,32 +13,6 @@ namespace kiln {
 
 namespace {
 
-// Ops known to write only their own node's data (StoreKV's data is the cache it
-// updates) and to read only their sources'. Ops added later are not listed
-// until someone checks them: they keep a barrier on each side.
-bool effects_known(OpKind op) noexcept {
-    switch (op) {
-        case OpKind::GetRows:
-        case OpKind::TakeRows:
-        case OpKind::Add:
-        case OpKind::Mul:
-        case OpKind::Scale:
-        case OpKind::Relu:
-        case OpKind::Silu:
-        case OpKind::GeluTanh:
-        case OpKind::SwiGlu:
-        case OpKind::RmsNorm:
-        case OpKind::LayerNorm:
-        case OpKind::Softmax:
-        case OpKind::PrepareActivations:
-        case OpKind::MatMul:
-        case OpKind::Rope:
-        case OpKind::StoreKV:
-        case OpKind::Attention: return true;
-        default: return false;
-    }
-}
-
 using Range = std::pair<uintptr_t, uintptr_t>;  // [begin, end) of bytes
 
 Range range_of(const Node& n) noexcept {
@@ -53,43 +27,6 @@ bool overlaps(const Range& r, const std::vector<Range>& set) noexcept {
     return false;
 }
 
-// Matrix products hand their weight rows out in chunks claimed at run time
-// (kernels::RowClaims) instead of one fixed share per thread. On a shared
-// machine, or a laptop with other work, one thread's share often takes longer
-// than the other's (its core is interrupted, or draws less bandwidth): with
-// fixed shares the fast thread then idles at the barrier, with chunks it
-// takes over the rest. Each thread still packs a batch's tokens only once.
-// Chunks are whole row tiles of the kernels, so the results are the bits a
-// fixed split gives.
-//
-// A GEMM's chunk is one panel of 32 rows: its work (tens of microseconds for
-// the 110M model's products) dwarfs the one atomic add that claims it, and the
-// threads then finish within one panel of each other. With four chunks per
-// thread a prompt's 2048-row products ended up to 256 rows apart, which cost
-// 7% of both threads' time in barrier waits at pp128 (KILN_PROFILE). Decode
-// products keep a few large chunks: each chunk is a new set of weight streams
-// for the prefetcher, and their rows take nanoseconds each.
-constexpr int64_t kDynamicMaxTokens = 4;   // below this, the decode kernels (row tile 4); else the GEMMs (32)
-constexpr int64_t kDecodeChunksPerThread = 4;
-
-bool dynamic_matmul(const Graph& g, const Node& n) noexcept {
-    return n.op == OpKind::MatMul && g.node(n.src[0]).shape.rank <= 2;
-}
-
-void multiply_claiming(const Graph& g, const Node& n, const kernels::MatmulKernels& k, std::atomic<int64_t>& next,
-                       int ith, int nth) {
-    const Node& w = g.node(n.src[0]);
-    const Node& x = g.node(n.src[1]);
-    const int64_t m = n.shape.ne[0];
-    const bool decode = n.shape.rows() < kDynamicMaxTokens;
-    const int64_t tile = decode ? 4 : 32;
-    const int64_t tiles = (m + tile - 1) / tile;
-    const int64_t chunk_tiles = decode ? std::max<int64_t>(1, tiles / (nth * kDecodeChunksPerThread)) : 1;
-    const kernels::RowClaims claims{&next, chunk_tiles * tile, ith};
-    k.matmul(w.type, w.shape.ne[0], w.data, w.row_bytes, 0, m, x.data, x.row_bytes, n.shape.rows(), n.row(0), m,
-             &claims);
-}
-
 // A step's row in KILN_PROFILE's table: the op, and for products the weight
 // without its layer prefix ("MatMul ffn_up.weight"), so layers add up.
 std::string profile_label(const Graph& g, const Node& n) {
@@ -100,7 +37,7 @@ std::string profile_label(const Graph& g, const Node& n) {
             const size_t dot = weight.find('.', 4);
             if (dot != std::string::npos) weight = weight.substr(dot + 1);
         }
-        label += " " + weight + (n.shape.rows() < kDynamicMaxTokens ? " (decode)" : "");
+        label += " " + weight + (n.shape.rows() < kernels::kGemmMinTokens ? " (decode)" : "");
     }
     return label;
 }
@@ -131,9 +68,10 @@ Executor::Executor(Graph& graph, Mode mode)
     // Memory read and written since the last barrier, in bytes ranges.
     std::vector<Range> reads, writes;
     bool after_unknown = false;
-    for (NodeId id : steps_) {
-        const Node& n = graph_.node(id);
-        const bool known = effects_known(n.op);
+    for (size_t s = 0; s < steps_.size(); ++s) {
+        const Node& n = graph_.node(steps_[s]);
+        // Ops whose effects are unchecked keep a barrier on each side.
+        const bool known = defs_[s]->effects == MemoryEffects::OwnData;
         bool barrier = !known || after_unknown;
         const Range written = range_of(n);
         if (!barrier) barrier = overlaps(written, reads) || overlaps(written, writes);
@@ -151,7 +89,7 @@ Executor::Executor(Graph& graph, Mode mode)
     }
     if (!barrier_before_.empty()) barrier_before_.front() = false;  // nothing ran before the first step
 
-    for (NodeId id : steps_) dynamic_.push_back(mode_ == Mode::Fast && dynamic_matmul(graph_, graph_.node(id)));
+    for (const OpDef* def : defs_) claiming_.push_back(mode_ == Mode::Fast && def->claiming_forward != nullptr);
     next_chunk_ = std::make_unique<std::atomic<int64_t>[]>(steps_.size());
     if (op_profile::enabled())
         for (NodeId id : steps_) profile_rows_.push_back(op_profile::row_of(profile_label(graph_, graph_.node(id))));
@@ -164,7 +102,8 @@ size_t Executor::barrier_count() const noexcept {
 void Executor::run(ThreadPool& pool) {
     if (scratch_.size() < static_cast<size_t>(pool.size()))
         scratch_.resize(static_cast<size_t>(pool.size()), std::vector<float>(scratch_floats_));
-    // Chunk c < nth goes to thread c unasked; the counters hand out the rest.
+    // Ops that claim their work in chunks (OpDef::claiming_forward): chunk
+    // c < nth goes to thread c unasked; the counters hand out the rest.
     // Reset before the run starts (pool.run publishes them to the workers).
     for (size_t s = 0; s < steps_.size(); ++s) next_chunk_[s].store(pool.size(), std::memory_order_relaxed);
     pool.run([&](int ith, int nth) {
@@ -183,8 +122,8 @@ void Executor::run(ThreadPool& pool) {
                 if (profiling) op_profile::add_wait(ith, seconds_since(mark));
             }
             const Node& n = graph_.node(steps_[s]);
-            if (dynamic_[s] && nth > 1) {
-                multiply_claiming(graph_, n, *matmul_, next_chunk_[s], ith, nth);
+            if (claiming_[s] && nth > 1) {
+                defs_[s]->claiming_forward(graph_, n, ctx, next_chunk_[s]);
                 continue;
             }
             (mode_ == Mode::Fast ? defs_[s]->forward : defs_[s]->reference)(graph_, n, ctx);

@@ -8,12 +8,13 @@
 // node may overwrite what an earlier one still reads). Independent neighbours,
 // such as the Q, K and V products of one normalized input, or the gate and up
 // products, run back to back without one: a decode step waits at about a
-// quarter fewer barriers. Only ops whose memory effects are known (each writes
-// exactly its own data) are elided around; any other op gets a barrier on both sides.
+// quarter fewer barriers. Each op's OpDef states its memory effects: only ops
+// that write exactly their own data and read only their sources' are elided
+// around; an op with unchecked effects gets a barrier on both sides.
 //
-// Matrix products are split into chunks of rows that threads claim as they go
-// (see executor.cpp), so a thread slowed down by the machine does not hold the
-// other at the next barrier.
+// Ops with a claiming forward (matrix products) split their work into chunks
+// that threads claim as they go (see ops/matmul.cpp), so a thread slowed down
+// by the machine does not hold the other at the next barrier.
 #include <atomic>
 #include <cstddef>
 #include <memory>
@@ -46,7 +47,7 @@ private:
     std::vector<NodeId> steps_;          // computed nodes, in order
     std::vector<const OpDef*> defs_;     // their definitions, looked up once
     std::vector<bool> barrier_before_;   // per step: wait for all threads first
-    std::vector<bool> dynamic_;          // per step: a matmul handed out in chunks
+    std::vector<bool> claiming_;         // per step: work handed out in claimed chunks
     std::unique_ptr<std::atomic<int64_t>[]> next_chunk_;  // per step: the next unclaimed chunk
     size_t scratch_floats_ = 0;          // per thread
     std::vector<std::vector<float>> scratch_;

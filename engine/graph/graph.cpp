@@ -209,42 +209,10 @@ const char* op_name(OpKind op) noexcept {
         case OpKind::Input: return "input";
         case OpKind::Weight: return "weight";
         case OpKind::State: return "state";
-        case OpKind::GetRows: return "get_rows";
-        case OpKind::TakeRows: return "take_rows";
-        case OpKind::Add: return "add";
-        case OpKind::Mul: return "mul";
-        case OpKind::Scale: return "scale";
-        case OpKind::Relu: return "relu";
-        case OpKind::Silu: return "silu";
-        case OpKind::GeluTanh: return "gelu";
-        case OpKind::SwiGlu: return "swiglu";
-        case OpKind::RmsNorm: return "rms_norm";
-        case OpKind::LayerNorm: return "layer_norm";
-        case OpKind::Softmax: return "softmax";
-        case OpKind::PrepareActivations: return "prepare_activations";
-        case OpKind::MatMul: return "matmul";
-        case OpKind::Rope: return "rope";
-        case OpKind::StoreKV: return "store_kv";
-        case OpKind::Attention: return "attention";
-        case OpKind::Transpose: return "transpose";
-        case OpKind::SumRows: return "sum_rows";
-        case OpKind::GetRowsGrad: return "get_rows_grad";
-        case OpKind::PadRows: return "pad_rows";
-        case OpKind::SliceColumns: return "slice_columns";
-        case OpKind::PadColumns: return "pad_columns";
-        case OpKind::ReluGrad: return "relu_grad";
-        case OpKind::GeluTanhGrad: return "gelu_grad";
-        case OpKind::GeluErf: return "gelu_erf";
-        case OpKind::GeluErfGrad: return "gelu_erf_grad";
-        case OpKind::LayerNormGrad: return "layer_norm_grad";
-        case OpKind::SoftmaxGrad: return "softmax_grad";
-        case OpKind::CrossEntropyRows: return "cross_entropy_rows";
-        case OpKind::CrossEntropyRowsGrad: return "cross_entropy_rows_grad";
-        case OpKind::MeanLoss: return "mean_loss";
-        case OpKind::MeanLossGrad: return "mean_loss_grad";
-        case OpKind::Dropout: return "dropout";
-        case OpKind::BatchAttention: return "batch_attention";
-        case OpKind::BatchAttentionGrad: return "batch_attention_grad";
+#define KILN_OP_NAME_CASE(kind, name, def) \
+    case OpKind::kind: return name;
+        KILN_OPS(KILN_OP_NAME_CASE)
+#undef KILN_OP_NAME_CASE
         case OpKind::Count: break;
     }
     return "?";

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "engine/core/dtype.h"
+#include "engine/graph/op_list.h"
 
 namespace kiln {
 
@@ -40,46 +41,14 @@ enum class OpKind : uint8_t {
     Input,      // bound before each run (token ids, positions, masks)
     Weight,     // model weights (read-only, usually inside the file mapping)
     State,      // persistent mutable buffers, e.g. the KV cache
-    // computations
-    GetRows,
-    TakeRows,
-    Add,
-    Mul,
-    Scale,
-    Relu,
-    Silu,
-    GeluTanh,
-    SwiGlu,
-    RmsNorm,
-    LayerNorm,
-    Softmax,
-    PrepareActivations,
-    MatMul,
-    Rope,
-    StoreKV,
-    Attention,
-    // training: backward kernels and ops only a training graph uses
-    Transpose,          // [a, b] -> [b, a]
-    SumRows,            // [n, rows] -> [n]: column sums (gradient of a broadcast row)
-    GetRowsGrad,        // scatter-add of row gradients into a table-shaped gradient
-    PadRows,            // gradient of take_rows: rows placed at `first`, zeros elsewhere
-    SliceColumns,       // columns [first, first + count) of every row
-    PadColumns,         // gradient of slice_columns
-    ReluGrad,
-    GeluTanhGrad,
-    GeluErf,            // exact GELU, 0.5 x (1 + erf(x / sqrt 2))
-    GeluErfGrad,
-    LayerNormGrad,      // dx of layer_norm
-    SoftmaxGrad,
-    CrossEntropyRows,   // per-row -log softmax(logits)[target]
-    CrossEntropyRowsGrad,
-    MeanLoss,           // mean of the per-row losses over non-ignored targets
-    MeanLossGrad,
-    Dropout,
-    BatchAttention,     // attention over B sequences of rows (training)
-    BatchAttentionGrad,
+    // computations, one per line of op_list.h
+#define KILN_OP_ENUMERATOR(kind, name, def) kind,
+    KILN_OPS(KILN_OP_ENUMERATOR)
+#undef KILN_OP_ENUMERATOR
     Count,
 };
+inline constexpr size_t kFirstComputedOp = static_cast<size_t>(OpKind::State) + 1;
+inline constexpr size_t kComputedOpCount = static_cast<size_t>(OpKind::Count) - kFirstComputedOp;
 
 struct NoParams {};
 struct NormParams {
@@ -89,13 +58,13 @@ struct ScaleParams {
     float factor;
 };
 struct RowsParams {
-    int64_t first;  // TakeRows: rows [first, first + count) of the source
+    int64_t first;  // SliceRows: rows [first, first + count) of the source
 };
 struct RopeParams {
     int64_t n_heads, head_dim, n_rot;
     float freq_base;
 };
-struct AttentionParams {
+struct CachedAttentionParams {
     int64_t n_heads, n_kv_heads, head_dim;
     float scale;
 };
@@ -108,7 +77,7 @@ struct DropoutParams {
     // node's index; its backward node reuses it).
     uint64_t salt = 0;
 };
-struct BatchAttentionParams {
+struct SequenceAttentionParams {
     int64_t n_heads, head_dim, batch;
     bool causal;
     float scale;
@@ -120,8 +89,8 @@ struct BatchAttentionParams {
     NodeId dropout_seed = kNoNode;
     uint64_t dropout_salt = 0;
 };
-using OpParams = std::variant<NoParams, NormParams, ScaleParams, RowsParams, RopeParams, AttentionParams, LossParams,
-                              DropoutParams, BatchAttentionParams>;
+using OpParams = std::variant<NoParams, NormParams, ScaleParams, RowsParams, RopeParams, CachedAttentionParams, LossParams,
+                              DropoutParams, SequenceAttentionParams>;
 
 struct Node {
     OpKind op = OpKind::Input;

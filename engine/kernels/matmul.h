@@ -40,6 +40,15 @@ struct RowClaims {
     int64_t first;
 };
 
+// The row tile of the kernels: the rows of W they compute together. Products
+// of kGemmMinTokens tokens or more run the GEMM kernels, on panels of 32 rows;
+// fewer run the decode kernels, on groups of 4. Work splits (the matmul op's,
+// static or claimed) hand out whole tiles, so that every output row gets the
+// same arithmetic whichever thread computes it: results are the same bits for
+// any thread count.
+inline constexpr int64_t kGemmMinTokens = 4;
+constexpr int64_t matmul_row_tile(int64_t n_tokens) noexcept { return n_tokens >= kGemmMinTokens ? 32 : 4; }
+
 struct MatmulKernels {
     std::string_view name;  // "scalar", "avx2", "avx512-vnni", ...
 

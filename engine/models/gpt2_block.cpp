@@ -43,7 +43,7 @@ NodeId gpt2_forward(Graph& g, const arch::Gpt2Params& p, const arch::Gpt2Tensors
         const NodeId up = ops::gelu(g, linear(g, L.ffn_up, layer_norm(g, L.ffn_norm, x, p.norm_eps)));
         x = ops::add(g, x, ctx.dropout.apply(g, linear(g, L.ffn_down, up)));
     }
-    if (ctx.last_only && ctx.n > 1) x = ops::take_rows(g, x, ctx.n - 1, 1);
+    if (ctx.last_only && ctx.n > 1) x = ops::slice_rows(g, x, ctx.n - 1, 1);
     x = layer_norm(g, w.output_norm, x, p.norm_eps);
     return ops::matmul(g, w.output != kNoNode ? w.output : w.token_embd, x);
 }

@@ -23,7 +23,7 @@ NodeId llama_forward(Graph& g, const arch::LlamaParams& p, const arch::LlamaTens
         const NodeId up = ops::matmul(g, L.ffn_up, h);
         x = ops::add(g, x, ctx.dropout.apply(g, ops::matmul(g, L.ffn_down, ops::swiglu(g, gate, up))));
     }
-    if (ctx.last_only && ctx.n > 1) x = ops::take_rows(g, x, ctx.n - 1, 1);
+    if (ctx.last_only && ctx.n > 1) x = ops::slice_rows(g, x, ctx.n - 1, 1);
     x = ops::rms_norm(g, x, w.output_norm, p.norm_eps);
     return ops::matmul(g, w.output != kNoNode ? w.output : w.token_embd, x);
 }

@@ -71,7 +71,7 @@ class MaskedKeyValues final : public KeyValueReader {
 public:
     MaskedKeyValues(NodeId limits, NodeId mask) : limits_(limits), mask_(mask) {}
     NodeId attend(Graph& g, int64_t, NodeId q, NodeId k, NodeId v, const HeadLayout& h) override {
-        return ops::attention(g, q, k, v, limits_, mask_, h.n_heads, h.n_kv_heads, h.head_dim);
+        return ops::cached_attention(g, q, k, v, limits_, mask_, h.n_heads, h.n_kv_heads, h.head_dim);
     }
 
 private:
@@ -88,7 +88,7 @@ public:
         const NodeId v_cache = g.state(fmt::format("cache_v.{}", layer), DType::F32, shape_, slots_.values(layer));
         const NodeId keys = ops::store_kv(g, k_cache, k, rows_);
         const NodeId values = ops::store_kv(g, v_cache, v, rows_);
-        return ops::attention(g, q, keys, values, rows_, mask_, h.n_heads, h.n_kv_heads, h.head_dim);
+        return ops::cached_attention(g, q, keys, values, rows_, mask_, h.n_heads, h.n_kv_heads, h.head_dim);
     }
 
 private:
@@ -107,7 +107,7 @@ public:
         const auto i = static_cast<size_t>(layer);
         const NodeId k = g.state(fmt::format("cross_k.{}", i), DType::F32, shape_, keys_[i].data());
         const NodeId v = g.state(fmt::format("cross_v.{}", i), DType::F32, shape_, values_[i].data());
-        return ops::attention(g, q, k, v, limits_, mask_, h.n_heads, h.n_kv_heads, h.head_dim);
+        return ops::cached_attention(g, q, k, v, limits_, mask_, h.n_heads, h.n_kv_heads, h.head_dim);
     }
 
 private:

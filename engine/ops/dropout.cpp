@@ -1,71 +1,37 @@
 // Inverted dropout for training. The keep/drop decision of element i is a
-// hash of (seed, salt, i): no generator state is shared between threads, the
-// mask is the same for any thread count, and the backward pass (dropout of
-// the gradient with the same seed and salt) reproduces it exactly. The salt
-// is the forward node's index, so the dropout nodes of one graph, which share
-// one seed input, draw independent masks (without it every same-shaped
-// dropout of a model, e.g. each layer's residual, would drop the same elements).
+// hash of (seed, salt, i) (kernels/dropout.h): no generator state is shared
+// between threads, the mask is the same for any thread count, and the
+// backward pass (dropout of the gradient with the same seed and salt)
+// reproduces it exactly. The salt is the forward node's index, so the dropout
+// nodes of one graph, which share one seed input, draw independent masks
+// (without it every same-shaped dropout of a model, e.g. each layer's
+// residual, would drop the same elements).
+#include "engine/kernels/dropout.h"
 #include "engine/ops/op_def.h"
 #include "engine/ops/ops.h"
 
 namespace kiln {
 namespace {
 
-using ops::detail::my_rows;
 using ops::detail::require_type;
 using ops::detail::shape_error;
 
-// SplitMix64's finalizer: a bijection that mixes every input bit into every output bit.
-inline uint64_t mix(uint64_t z) {
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-// Uniform in [0, 1) with 24 bits, from the element index.
-inline float uniform(uint64_t seed, uint64_t index) {
-    return static_cast<float>(mix(seed + index * 0x9e3779b97f4a7c15ULL) >> 40) * (1.0f / 16777216.0f);
-}
-
 // The hash key of a node: its seed input mixed with its salt.
-uint64_t seed_of(const Graph& g, const Node& n) {
-    const int32_t* s = g.node(n.src[1]).row<int32_t>(0);
-    const uint64_t seed =
-        static_cast<uint64_t>(static_cast<uint32_t>(s[0])) | (static_cast<uint64_t>(static_cast<uint32_t>(s[1])) << 32);
-    return mix(seed ^ mix(n.param<DropoutParams>().salt + 0xbb67ae8584caa73bULL));
+uint64_t key_of(const Graph& g, const Node& n) {
+    return kernels::dropout::key(g.node(n.src[1]).row<int32_t>(0), n.param<DropoutParams>().salt,
+                                 kernels::dropout::kElementDomain);
 }
 
 NodeId add_dropout(Graph& g, NodeId x, NodeId seed, float p, uint64_t salt);
 
-void dropout_ref(const Graph& g, const Node& n, const ExecContext& ctx) {
+template <decltype(&kernels::dropout::apply) kernel>
+void run_dropout(const Graph& g, const Node& n, const ExecContext& ctx) {
     const Node& x = g.node(n.src[0]);
     const float p = n.param<DropoutParams>().p;
-    const uint64_t seed = seed_of(g, n);
+    const uint64_t key = key_of(g, n);
     const int64_t width = n.shape.ne[0];
-    const auto [r0, r1] = my_rows(n.shape.rows(), ctx);
-    for (int64_t r = r0; r < r1; ++r)
-        for (int64_t i = 0; i < width; ++i) {
-            const bool keep = uniform(seed, static_cast<uint64_t>(r * width + i)) >= p;
-            n.row(r)[i] = keep ? x.row(r)[i] / (1.0f - p) : 0.0f;
-        }
-}
-
-// Branch-free, so that the compiler vectorizes the integer hash.
-void dropout_fast(const Graph& g, const Node& n, const ExecContext& ctx) {
-    const Node& x = g.node(n.src[0]);
-    const float p = n.param<DropoutParams>().p;
-    const uint64_t seed = seed_of(g, n);
-    const int64_t width = n.shape.ne[0];
-    const auto [r0, r1] = my_rows(n.shape.rows(), ctx);
-    for (int64_t r = r0; r < r1; ++r) {
-        const float* in = x.row(r);
-        float* out = n.row(r);
-        const uint64_t base = static_cast<uint64_t>(r * width);
-        for (int64_t i = 0; i < width; ++i) {
-            const float keep = uniform(seed, base + static_cast<uint64_t>(i)) >= p ? 1.0f : 0.0f;
-            out[i] = keep * (in[i] / (1.0f - p));
-        }
-    }
+    const auto [r0, r1] = split_range(n.shape.rows(), ctx.ith, ctx.nth);
+    for (int64_t r = r0; r < r1; ++r) kernel(x.row(r), n.row(r), width, key, static_cast<uint64_t>(r * width), p);
 }
 
 Sources dropout_backward(Graph& g, NodeId node, NodeId grad, const SourceMask& wanted) {
@@ -92,7 +58,7 @@ NodeId dropout(Graph& g, NodeId x, NodeId seed, float p) { return add_dropout(g,
 }  // namespace ops
 
 namespace ops::defs {
-extern const OpDef kDropout{OpKind::Dropout, dropout_fast, dropout_ref, nullptr, dropout_backward};
+extern const OpDef kDropout{OpKind::Dropout, MemoryEffects::Unchecked, run_dropout<kernels::dropout::apply>, run_dropout<kernels::ref::dropout::apply>, nullptr, dropout_backward};
 }  // namespace ops::defs
 
 }  // namespace kiln

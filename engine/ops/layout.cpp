@@ -11,7 +11,6 @@
 namespace kiln {
 namespace {
 
-using ops::detail::my_rows;
 using ops::detail::require_type;
 using ops::detail::shape_error;
 
@@ -19,7 +18,7 @@ using ops::detail::shape_error;
 void transpose_ref(const Graph& g, const Node& n, const ExecContext& ctx) {
     const Node& x = g.node(n.src[0]);
     const int64_t cols = n.shape.ne[0];
-    const auto [r0, r1] = my_rows(n.shape.rows(), ctx);
+    const auto [r0, r1] = split_range(n.shape.rows(), ctx.ith, ctx.nth);
     for (int64_t j = r0; j < r1; ++j)
         for (int64_t i = 0; i < cols; ++i) n.row(j)[i] = x.row(i)[j];
 }
@@ -31,7 +30,7 @@ void transpose_fast(const Graph& g, const Node& n, const ExecContext& ctx) {
     const Node& x = g.node(n.src[0]);
     const int64_t cols = n.shape.ne[0];
     const int64_t rows = n.shape.rows();
-    const auto [t0, t1] = my_rows((rows + kTile - 1) / kTile, ctx);
+    const auto [t0, t1] = split_range((rows + kTile - 1) / kTile, ctx.ith, ctx.nth);
     for (int64_t jt = t0 * kTile; jt < std::min(rows, t1 * kTile); jt += kTile) {
         const int64_t j_end = std::min(rows, jt + kTile);
         for (int64_t it = 0; it < cols; it += kTile) {
@@ -47,14 +46,14 @@ void transpose_fast(const Graph& g, const Node& n, const ExecContext& ctx) {
 void run_slice_columns(const Graph& g, const Node& n, const ExecContext& ctx) {
     const Node& x = g.node(n.src[0]);
     const int64_t first = n.param<RowsParams>().first;
-    const auto [r0, r1] = my_rows(n.shape.rows(), ctx);
+    const auto [r0, r1] = split_range(n.shape.rows(), ctx.ith, ctx.nth);
     for (int64_t r = r0; r < r1; ++r) std::memcpy(n.row(r), x.row(r) + first, n.row_bytes);
 }
 
 void run_pad_columns(const Graph& g, const Node& n, const ExecContext& ctx) {
     const Node& x = g.node(n.src[0]);
     const int64_t first = n.param<RowsParams>().first, count = x.shape.ne[0], total = n.shape.ne[0];
-    const auto [r0, r1] = my_rows(n.shape.rows(), ctx);
+    const auto [r0, r1] = split_range(n.shape.rows(), ctx.ith, ctx.nth);
     for (int64_t r = r0; r < r1; ++r) {
         float* out = n.row(r);
         std::fill(out, out + first, 0.0f);
@@ -115,10 +114,10 @@ NodeId pad_columns(Graph& g, NodeId x, int64_t first, int64_t total) {
 }  // namespace ops
 
 namespace ops::defs {
-extern const OpDef kTranspose{OpKind::Transpose, transpose_fast, transpose_ref, nullptr, transpose_backward};
-extern const OpDef kSliceColumns{OpKind::SliceColumns, run_slice_columns, run_slice_columns, nullptr,
+extern const OpDef kTranspose{OpKind::Transpose, MemoryEffects::Unchecked, transpose_fast, transpose_ref, nullptr, transpose_backward};
+extern const OpDef kSliceColumns{OpKind::SliceColumns, MemoryEffects::Unchecked, run_slice_columns, run_slice_columns, nullptr,
                                  slice_columns_backward};
-extern const OpDef kPadColumns{OpKind::PadColumns, run_pad_columns, run_pad_columns, nullptr, pad_columns_backward};
+extern const OpDef kPadColumns{OpKind::PadColumns, MemoryEffects::Unchecked, run_pad_columns, run_pad_columns, nullptr, pad_columns_backward};
 }  // namespace ops::defs
 
 }  // namespace kiln

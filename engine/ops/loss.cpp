@@ -7,7 +7,7 @@
 #include <cstring>
 #include <limits>
 
-#include "engine/kernels/simd.h"
+#include "engine/kernels/gradients.h"
 #include "engine/kernels/vector.h"
 #include "engine/ops/op_def.h"
 #include "engine/ops/ops.h"
@@ -15,7 +15,6 @@
 namespace kiln {
 namespace {
 
-using ops::detail::my_rows;
 using ops::detail::require_type;
 using ops::detail::shape_error;
 
@@ -23,38 +22,6 @@ enum LossSource { kLogits = 0, kTargets = 1, kRowGrads = 2 };
 
 bool counted(int32_t target, int32_t ignore_index) { return target != ignore_index; }
 bool in_vocab(int32_t target, int64_t vocab) { return target >= 0 && target < vocab; }
-
-// loss = log Σ exp(x) - x[target], with the max subtracted first.
-float cross_entropy_row_ref(const float* x, int64_t n, int32_t target) {
-    double max = -std::numeric_limits<double>::infinity();
-    for (int64_t i = 0; i < n; ++i) max = std::max<double>(max, x[i]);
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; ++i) sum += std::exp(x[i] - max);
-    return static_cast<float>(max + std::log(sum) - x[target]);
-}
-
-using batch = xsimd::batch<float>;
-constexpr int64_t kLanes = static_cast<int64_t>(batch::size);
-
-float cross_entropy_row_fast(const float* x, int64_t n, int32_t target) {
-    float max = -std::numeric_limits<float>::infinity();
-    int64_t i = 0;
-    if (n >= kLanes) {
-        batch m(max);
-        for (; i + kLanes <= n; i += kLanes) m = xsimd::max(m, batch::load_unaligned(x + i));
-        alignas(64) float lanes[kLanes];
-        m.store_aligned(lanes);
-        max = *std::max_element(lanes, lanes + kLanes);
-    }
-    for (; i < n; ++i) max = std::max(max, x[i]);
-    const batch mv(max);
-    batch acc(0.0f);
-    i = 0;
-    for (; i + kLanes <= n; i += kLanes) acc += xsimd::exp(batch::load_unaligned(x + i) - mv);
-    float sum = xsimd::hadd(acc);
-    for (; i < n; ++i) sum += std::exp(x[i] - max);
-    return max + std::log(sum) - x[target];
-}
 
 // A target outside the vocabulary (and not ignored) gives NaN: the trainer's
 // NaN check then stops instead of reading outside the row.
@@ -64,29 +31,13 @@ void run_cross_entropy_rows(const Graph& g, const Node& n, const ExecContext& ct
     const int32_t* targets = g.node(n.src[kTargets]).row<int32_t>(0);
     const int32_t ignore = n.param<LossParams>().ignore_index;
     const int64_t vocab = logits.shape.ne[0];
-    const auto [r0, r1] = my_rows(logits.shape.rows(), ctx);
+    const auto [r0, r1] = split_range(logits.shape.rows(), ctx.ith, ctx.nth);
     float* out = n.row(0);
     for (int64_t r = r0; r < r1; ++r) {
         if (!counted(targets[r], ignore)) out[r] = 0.0f;
         else if (!in_vocab(targets[r], vocab)) out[r] = std::numeric_limits<float>::quiet_NaN();
         else out[r] = row_loss(logits.row(r), vocab, targets[r]);
     }
-}
-
-// d loss_r / d x = (softmax(x) - onehot(target)) * row_grad[r].
-void cross_entropy_grad_row_ref(const float* x, int64_t n, int32_t target, float row_grad, float* out) {
-    double max = -std::numeric_limits<double>::infinity();
-    for (int64_t i = 0; i < n; ++i) max = std::max<double>(max, x[i]);
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; ++i) sum += std::exp(x[i] - max);
-    for (int64_t i = 0; i < n; ++i)
-        out[i] = static_cast<float>((std::exp(x[i] - max) / sum - (i == target ? 1.0 : 0.0)) * row_grad);
-}
-
-void cross_entropy_grad_row_fast(const float* x, int64_t n, int32_t target, float row_grad, float* out) {
-    kernels::softmax(x, out, n);
-    out[target] -= 1.0f;
-    kernels::scale(out, row_grad, out, n);
 }
 
 template <void (*row_grad_fn)(const float*, int64_t, int32_t, float, float*)>
@@ -96,7 +47,7 @@ void run_cross_entropy_rows_grad(const Graph& g, const Node& n, const ExecContex
     const float* row_grads = g.node(n.src[kRowGrads]).row(0);
     const int32_t ignore = n.param<LossParams>().ignore_index;
     const int64_t vocab = n.shape.ne[0];
-    const auto [r0, r1] = my_rows(n.shape.rows(), ctx);
+    const auto [r0, r1] = split_range(n.shape.rows(), ctx.ith, ctx.nth);
     for (int64_t r = r0; r < r1; ++r) {
         if (!counted(targets[r], ignore) || !in_vocab(targets[r], vocab)) {
             std::memset(n.row(r), 0, n.row_bytes);
@@ -127,7 +78,7 @@ void run_mean_loss_grad(const Graph& g, const Node& n, const ExecContext& ctx) {
     const int32_t ignore = n.param<LossParams>().ignore_index;
     const int64_t count = count_targets(targets, n.shape.elements(), ignore);
     const float share = count == 0 ? 0.0f : static_cast<float>(static_cast<double>(grad) / static_cast<double>(count));
-    const auto [r0, r1] = my_rows(n.shape.elements(), ctx);
+    const auto [r0, r1] = split_range(n.shape.elements(), ctx.ith, ctx.nth);
     for (int64_t r = r0; r < r1; ++r) n.row(0)[r] = counted(targets[r], ignore) ? share : 0.0f;
 }
 
@@ -197,14 +148,14 @@ NodeId cross_entropy(Graph& g, NodeId logits, NodeId targets, int32_t ignore_ind
 }  // namespace ops
 
 namespace ops::defs {
-extern const OpDef kCrossEntropyRows{OpKind::CrossEntropyRows, run_cross_entropy_rows<cross_entropy_row_fast>,
-                                     run_cross_entropy_rows<cross_entropy_row_ref>, nullptr,
+extern const OpDef kCrossEntropyRows{OpKind::CrossEntropyRows, MemoryEffects::Unchecked, run_cross_entropy_rows<kernels::cross_entropy>,
+                                     run_cross_entropy_rows<kernels::ref::cross_entropy>, nullptr,
                                      cross_entropy_rows_backward};
-extern const OpDef kCrossEntropyRowsGrad{OpKind::CrossEntropyRowsGrad,
-                                         run_cross_entropy_rows_grad<cross_entropy_grad_row_fast>,
-                                         run_cross_entropy_rows_grad<cross_entropy_grad_row_ref>};
-extern const OpDef kMeanLoss{OpKind::MeanLoss, run_mean_loss, run_mean_loss, nullptr, mean_loss_backward};
-extern const OpDef kMeanLossGrad{OpKind::MeanLossGrad, run_mean_loss_grad, run_mean_loss_grad};
+extern const OpDef kCrossEntropyRowsGrad{OpKind::CrossEntropyRowsGrad, MemoryEffects::Unchecked,
+                                         run_cross_entropy_rows_grad<kernels::cross_entropy_grad>,
+                                         run_cross_entropy_rows_grad<kernels::ref::cross_entropy_grad>};
+extern const OpDef kMeanLoss{OpKind::MeanLoss, MemoryEffects::Unchecked, run_mean_loss, run_mean_loss, nullptr, mean_loss_backward};
+extern const OpDef kMeanLossGrad{OpKind::MeanLossGrad, MemoryEffects::Unchecked, run_mean_loss_grad, run_mean_loss_grad};
 }  // namespace ops::defs
 
 }  // namespace kiln

@@ -6,18 +6,16 @@
 namespace kiln {
 namespace {
 
-using ops::detail::my_rows;
 using ops::detail::require_type;
 using ops::detail::shape_error;
 
-// Weight rows are handed out in whole tiles of the SIMD micro-kernels: panels
-// of 32 rows for the batched (GEMM) path, groups of 4 rows for decode.
-int64_t row_granule(int64_t n_tokens) { return n_tokens >= 4 ? 32 : 4; }
+// Weight rows are handed out in whole row tiles of the kernels
+// (kernels::matmul_row_tile), so the split never changes the results.
 
 void prepare(const Graph& g, const Node& n, const ExecContext& ctx, const kernels::MatmulKernels& k) {
     const Node& x = g.node(n.src[0]);
     const DType weight_type = g.node(n.src[1]).type;
-    const auto [r0, r1] = my_rows(n.shape.rows(), ctx);
+    const auto [r0, r1] = split_range(n.shape.rows(), ctx.ith, ctx.nth);
     for (int64_t r = r0; r < r1; ++r) k.prepare_row(weight_type, x.row(r), n.shape.ne[0], n.row<std::byte>(r));
 }
 
@@ -25,13 +23,44 @@ void multiply(const Graph& g, const Node& n, const ExecContext& ctx, const kerne
     const Node& w = g.node(n.src[0]);
     const Node& x = g.node(n.src[1]);
     const int64_t m = n.shape.ne[0];
-    const int64_t granule = row_granule(n.shape.rows());
+    const int64_t granule = kernels::matmul_row_tile(n.shape.rows());
     const int64_t granules = (m + granule - 1) / granule;
-    const auto [g0, g1] = my_rows(granules, ctx);
+    const auto [g0, g1] = split_range(granules, ctx.ith, ctx.nth);
     const int64_t r0 = g0 * granule, r1 = std::min(m, g1 * granule);
     if (r0 >= r1) return;
     k.matmul(w.type, w.shape.ne[0], w.data, w.row_bytes, r0, r1, x.data, x.row_bytes, n.shape.rows(), n.row(0), m,
              nullptr);
+}
+
+// With more than one thread, the fast forward hands weight rows out in
+// chunks claimed at run time (kernels::RowClaims) instead of one fixed share
+// per thread. On a shared machine, or a laptop with other work, one thread's
+// share often takes longer than the other's (its core is interrupted, or draws
+// less bandwidth): with fixed shares the fast thread then idles at the
+// barrier, with chunks it takes over the rest. Each thread still packs a
+// batch's tokens only once. Chunks are whole row tiles of the kernels, so the
+// results are the bits a fixed split gives.
+//
+// A GEMM's chunk is one panel of 32 rows: its work (tens of microseconds for
+// the 110M model's products) dwarfs the one atomic add that claims it, and the
+// threads then finish within one panel of each other. With four chunks per
+// thread a prompt's 2048-row products ended up to 256 rows apart, which cost
+// 7% of both threads' time in barrier waits at pp128 (KILN_PROFILE). Decode
+// products keep a few large chunks: each chunk is a new set of weight streams
+// for the prefetcher, and their rows take nanoseconds each.
+constexpr int64_t kDecodeChunksPerThread = 4;
+
+void run_matmul_claiming(const Graph& g, const Node& n, const ExecContext& ctx, std::atomic<int64_t>& next) {
+    const Node& w = g.node(n.src[0]);
+    const Node& x = g.node(n.src[1]);
+    const int64_t m = n.shape.ne[0];
+    const bool decode = n.shape.rows() < kernels::kGemmMinTokens;
+    const int64_t tile = kernels::matmul_row_tile(n.shape.rows());
+    const int64_t tiles = (m + tile - 1) / tile;
+    const int64_t chunk_tiles = decode ? std::max<int64_t>(1, tiles / (ctx.nth * kDecodeChunksPerThread)) : 1;
+    const kernels::RowClaims claims{&next, chunk_tiles * tile, ctx.ith};
+    ctx.matmul->matmul(w.type, w.shape.ne[0], w.data, w.row_bytes, 0, m, x.data, x.row_bytes, n.shape.rows(), n.row(0),
+                       m, &claims);
 }
 
 void run_prepare(const Graph& g, const Node& n, const ExecContext& ctx) { prepare(g, n, ctx, *ctx.matmul); }
@@ -84,8 +113,9 @@ NodeId matmul(Graph& g, NodeId w, NodeId x) {
 }  // namespace ops
 
 namespace ops::defs {
-extern const OpDef kPrepare{OpKind::PrepareActivations, run_prepare, ref_prepare};
-extern const OpDef kMatMul{OpKind::MatMul, run_matmul, ref_matmul, nullptr, matmul_backward};
+extern const OpDef kPrepare{OpKind::PrepareActivations, MemoryEffects::OwnData, run_prepare, ref_prepare};
+extern const OpDef kMatMul{OpKind::MatMul, MemoryEffects::OwnData, run_matmul, ref_matmul, nullptr, matmul_backward,
+                          run_matmul_claiming};
 }  // namespace ops::defs
 
 }  // namespace kiln

@@ -4,6 +4,7 @@
 // its OpDef beside its builder function; registry.cpp lists them in one table.
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <utility>
 
@@ -11,6 +12,7 @@
 
 #include "engine/graph/graph.h"
 #include "engine/kernels/matmul.h"
+#include "engine/runtime/thread_pool.h"  // split_range: each thread's share of rows
 
 namespace kiln {
 
@@ -22,6 +24,8 @@ struct ExecContext {
 };
 
 using ForwardFn = void (*)(const Graph& g, const Node& node, const ExecContext& ctx);
+using ClaimingForwardFn = void (*)(const Graph& g, const Node& node, const ExecContext& ctx,
+                                   std::atomic<int64_t>& next);
 
 // Which sources of a node need a gradient (by source slot).
 using SourceMask = std::array<bool, kMaxSources>;
@@ -32,12 +36,33 @@ using SourceMask = std::array<bool, kMaxSources>;
 // graph ops, so the backward pass runs on the same executor as the forward.
 using BackwardFn = Sources (*)(Graph& g, NodeId node, NodeId grad, const SourceMask& wanted);
 
+// What memory an op touches, for the executor's barrier plan (executor.h).
+// Every OpDef states it (the field has no default, and the enumerators start
+// at 1 so that a forgotten one is no value; test_op_registry checks).
+enum class MemoryEffects : uint8_t {
+    // Writes only its own node's data (StoreKV's data is the cache it updates)
+    // and reads only its sources' data: the executor leaves out the barriers
+    // around it wherever those bytes do not overlap its neighbours'.
+    OwnData = 1,
+    // Reads memory other than its sources' (SequenceAttentionGrad reads the
+    // dropout seed named in its parameters, not among its sources), or its
+    // effects have not been checked yet: a barrier on each side.
+    Unchecked = 2,
+};
+
 struct OpDef {
     OpKind kind;
+    MemoryEffects effects;
     ForwardFn forward;
     ForwardFn reference;
     size_t (*scratch_floats)(const Graph& g, const Node& node) = nullptr;
     BackwardFn backward = nullptr;  // null: the op cannot be differentiated
+    // A fast forward that hands its work out in chunks claimed at run time
+    // instead of one fixed share per thread (matmul, see matmul.cpp). `next`
+    // is this step's counter of claimed chunks; the executor sets it to the
+    // number of threads before each run. Used with more than one thread; null:
+    // the op splits its work statically in `forward`.
+    ClaimingForwardFn claiming_forward = nullptr;
 };
 
 const OpDef& op_def(OpKind kind);
@@ -53,13 +78,6 @@ template <typename... Args>
 inline void require_type(OpKind op, const Node& n, DType type, const char* role) {
     if (n.type != type)
         shape_error(op, "{} must be {}, got {} ({})", role, dtype_name(type), dtype_name(n.type), n.shape.str());
-}
-
-// Rows of `n` this thread handles.
-inline std::pair<int64_t, int64_t> my_rows(int64_t rows, const ExecContext& ctx) {
-    const int64_t base = rows / ctx.nth, extra = rows % ctx.nth;
-    const int64_t begin = ctx.ith * base + std::min<int64_t>(ctx.ith, extra);
-    return {begin, begin + base + (ctx.ith < extra ? 1 : 0)};
 }
 
 // Sources with no gradient.

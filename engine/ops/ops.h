@@ -9,7 +9,7 @@ namespace kiln::ops {
 // Rows of a table (any storage type) picked by I32 ids [n] -> F32 [ne0, n].
 NodeId get_rows(Graph& g, NodeId table, NodeId ids);
 // Rows [first, first + count) of x, copied.
-NodeId take_rows(Graph& g, NodeId x, int64_t first, int64_t count);
+NodeId slice_rows(Graph& g, NodeId x, int64_t first, int64_t count);
 
 // Element-wise; b may be a single row broadcast over every row of a.
 NodeId add(Graph& g, NodeId a, NodeId b);
@@ -36,10 +36,11 @@ NodeId rope(Graph& g, NodeId x, NodeId positions, int64_t n_heads, int64_t head_
 // returns the cache (read it through this node so the write comes first).
 NodeId store_kv(Graph& g, NodeId cache, NodeId x, NodeId positions);
 
-// Causal attention of q [n_heads * head_dim, n] at I32 positions [n] over the
+// Attention for inference (sequence_attention below is the training form):
+// causal attention of q [n_heads * head_dim, n] at I32 positions [n] over the
 // caches [n_kv_heads * head_dim, n_ctx]: token t sees cache rows 0..positions[t].
 // mask (optional, I8 [n_ctx] or [n_ctx, n]): cache rows with 0 are not attended.
-NodeId attention(Graph& g, NodeId q, NodeId k_cache, NodeId v_cache, NodeId positions, NodeId mask, int64_t n_heads,
+NodeId cached_attention(Graph& g, NodeId q, NodeId k_cache, NodeId v_cache, NodeId positions, NodeId mask, int64_t n_heads,
                  int64_t n_kv_heads, int64_t head_dim);
 
 // ---- Training: ops a training graph adds, most of them backward kernels. ----
@@ -85,16 +86,17 @@ NodeId mean_loss_grad(Graph& g, NodeId grad, NodeId targets, int32_t ignore_inde
 // backward pass reproduces it. p = 0 is the identity.
 NodeId dropout(Graph& g, NodeId x, NodeId seed, float p);
 
-// Attention over `batch` independent sequences: q [n_heads * head_dim, batch * q_len],
+// Attention for training (cached_attention above is the inference form):
+// attention within each of `batch` independent whole sequences: q [n_heads * head_dim, batch * q_len],
 // k and v [n_heads * head_dim, batch * kv_len] (sequence b is rows b*len ..).
 // Causal: query i sees keys 0..i (q_len == kv_len). key_mask (optional, I8
 // [kv_len, batch]): keys with 0 are not attended (padding). Scale 1/sqrt(head_dim).
 // dropout > 0 (training): attention-probability dropout with the I32 seed
 // input [2] (as the dropout op's); each such node draws its own masks.
-NodeId batch_attention(Graph& g, NodeId q, NodeId k, NodeId v, NodeId key_mask, int64_t n_heads, int64_t head_dim,
+NodeId sequence_attention(Graph& g, NodeId q, NodeId k, NodeId v, NodeId key_mask, int64_t n_heads, int64_t head_dim,
                        int64_t batch, bool causal, float dropout = 0.0f, NodeId dropout_seed = kNoNode);
-// Gradients of a batch_attention node: dq, dk, dv stacked as rows
-// [d, batch * q_len + 2 * batch * kv_len] (take_rows splits them).
-NodeId batch_attention_grad(Graph& g, NodeId attention, NodeId grad);
+// Gradients of a sequence_attention node: dq, dk, dv stacked as rows
+// [d, batch * q_len + 2 * batch * kv_len] (slice_rows splits them).
+NodeId sequence_attention_grad(Graph& g, NodeId attention, NodeId grad);
 
 }  // namespace kiln::ops

@@ -1,4 +1,5 @@
-// The one table of ops: adding an op means its own file plus one line here.
+// The registry table, generated from the one list of ops (engine/graph/op_list.h):
+// entry i is the definition of OpKind kFirstComputedOp + i.
 #include <array>
 
 #include "engine/ops/op_def.h"
@@ -6,26 +7,23 @@
 namespace kiln {
 
 namespace ops::defs {
-extern const OpDef kGetRows, kTakeRows, kAdd, kMul, kScale, kRelu, kSilu, kGelu, kSwiGlu, kRmsNorm, kLayerNorm,
-    kSoftmax, kPrepare, kMatMul, kRope, kStoreKV, kAttention,
-    // training
-    kTranspose, kSumRows, kGetRowsGrad, kPadRows, kSliceColumns, kPadColumns, kReluGrad, kGeluGrad, kGeluErf,
-    kGeluErfGrad, kLayerNormGrad, kSoftmaxGrad, kCrossEntropyRows, kCrossEntropyRowsGrad, kMeanLoss, kMeanLossGrad,
-    kDropout, kBatchAttention, kBatchAttentionGrad;
+#define KILN_OP_DECLARE(kind, name, def) extern const OpDef def;
+KILN_OPS(KILN_OP_DECLARE)
+#undef KILN_OP_DECLARE
 }  // namespace ops::defs
 
+namespace {
+#define KILN_OP_ENTRY(kind, name, def) &ops::defs::def,
+const std::array kTable{KILN_OPS(KILN_OP_ENTRY)};
+#undef KILN_OP_ENTRY
+static_assert(kTable.size() == kComputedOpCount, "op_list.h generates both the enum and this table");
+}  // namespace
+
 const OpDef& op_def(OpKind kind) {
-    using namespace ops::defs;
-    static const std::array<const OpDef*, 36> table = {
-        &kGetRows, &kTakeRows, &kAdd,     &kMul,     &kScale,  &kRelu,  &kSilu,    &kGelu,     &kSwiGlu,
-        &kRmsNorm, &kLayerNorm, &kSoftmax, &kPrepare, &kMatMul, &kRope, &kStoreKV, &kAttention,
-        &kTranspose, &kSumRows, &kGetRowsGrad, &kPadRows, &kSliceColumns, &kPadColumns, &kReluGrad, &kGeluGrad,
-        &kGeluErf, &kGeluErfGrad, &kLayerNormGrad, &kSoftmaxGrad, &kCrossEntropyRows, &kCrossEntropyRowsGrad,
-        &kMeanLoss, &kMeanLossGrad, &kDropout, &kBatchAttention, &kBatchAttentionGrad,
-    };
-    for (const OpDef* def : table)
-        if (def->kind == kind) return *def;
-    fail("graph", "op {} has no definition", op_name(kind));
+    const auto index = static_cast<size_t>(kind) - kFirstComputedOp;
+    if (static_cast<size_t>(kind) < kFirstComputedOp || index >= kTable.size())
+        fail("graph", "op {} has no definition", op_name(kind));
+    return *kTable[index];
 }
 
 }  // namespace kiln

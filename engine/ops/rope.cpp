@@ -9,7 +9,6 @@
 namespace kiln {
 namespace {
 
-using ops::detail::my_rows;
 using ops::detail::require_type;
 using ops::detail::shape_error;
 
@@ -18,7 +17,7 @@ void run_rope(const Graph& g, const Node& n, const ExecContext& ctx) {
     const Node& x = g.node(n.src[0]);
     const int32_t* positions = g.node(n.src[1]).row<int32_t>(0);
     const RopeParams& p = n.param<RopeParams>();
-    const auto [r0, r1] = my_rows(n.shape.rows(), ctx);
+    const auto [r0, r1] = split_range(n.shape.rows(), ctx.ith, ctx.nth);
     for (int64_t r = r0; r < r1; ++r) {
         std::memcpy(n.row(r), x.row(r), n.row_bytes);
         kernel(n.row(r), p.n_heads, p.head_dim, p.n_rot, positions[r], p.freq_base);
@@ -44,7 +43,7 @@ NodeId rope(Graph& g, NodeId x, NodeId positions, int64_t n_heads, int64_t head_
 }  // namespace ops
 
 namespace ops::defs {
-extern const OpDef kRope{OpKind::Rope, run_rope<kernels::rope>, run_rope<kernels::ref::rope>};
+extern const OpDef kRope{OpKind::Rope, MemoryEffects::OwnData, run_rope<kernels::rope>, run_rope<kernels::ref::rope>};
 }  // namespace ops::defs
 
 }  // namespace kiln

@@ -1,5 +1,5 @@
 // Row selection: embedding lookup (get_rows) and copying a range of rows
-// (take_rows), with their gradients: scatter-add into the table (get_rows_grad)
+// (slice_rows), with their gradients: scatter-add into the table (get_rows_grad)
 // and zero-padding (pad_rows).
 #include <cstring>
 
@@ -10,7 +10,6 @@
 namespace kiln {
 namespace {
 
-using ops::detail::my_rows;
 using ops::detail::require_type;
 using ops::detail::shape_error;
 
@@ -21,7 +20,7 @@ void run_get_rows(const Graph& g, const Node& n, const ExecContext& ctx) {
     const Node& ids = g.node(n.src[1]);
     const auto to_float = type_traits(table.type).to_float;
     const int64_t width = n.shape.ne[0];
-    const auto [r0, r1] = my_rows(n.shape.rows(), ctx);
+    const auto [r0, r1] = split_range(n.shape.rows(), ctx.ith, ctx.nth);
     for (int64_t r = r0; r < r1; ++r) {
         const int32_t id = ids.row<int32_t>(0)[r];
         if (id < 0 || id >= table.shape.rows()) {
@@ -32,10 +31,10 @@ void run_get_rows(const Graph& g, const Node& n, const ExecContext& ctx) {
     }
 }
 
-void run_take_rows(const Graph& g, const Node& n, const ExecContext& ctx) {
+void run_slice_rows(const Graph& g, const Node& n, const ExecContext& ctx) {
     const Node& x = g.node(n.src[0]);
     const int64_t first = n.param<RowsParams>().first;
-    const auto [r0, r1] = my_rows(n.shape.rows(), ctx);
+    const auto [r0, r1] = split_range(n.shape.rows(), ctx.ith, ctx.nth);
     for (int64_t r = r0; r < r1; ++r) std::memcpy(n.row<std::byte>(r), x.row<std::byte>(first + r), n.row_bytes);
 }
 
@@ -47,7 +46,7 @@ void run_get_rows_grad(const Graph& g, const Node& n, const ExecContext& ctx) {
     const Node& grad = g.node(n.src[0]);
     const int32_t* ids = g.node(n.src[1]).row<int32_t>(0);
     const int64_t width = n.shape.ne[0];
-    const auto [r0, r1] = my_rows(n.shape.rows(), ctx);
+    const auto [r0, r1] = split_range(n.shape.rows(), ctx.ith, ctx.nth);
     if (r0 >= r1) return;
     std::memset(n.row(r0), 0, static_cast<size_t>(r1 - r0) * n.row_bytes);
     for (int64_t t = 0; t < grad.shape.rows(); ++t) {
@@ -66,7 +65,7 @@ void run_get_rows_grad(const Graph& g, const Node& n, const ExecContext& ctx) {
 void run_pad_rows(const Graph& g, const Node& n, const ExecContext& ctx) {
     const Node& x = g.node(n.src[0]);
     const int64_t first = n.param<RowsParams>().first, count = x.shape.rows();
-    const auto [r0, r1] = my_rows(n.shape.rows(), ctx);
+    const auto [r0, r1] = split_range(n.shape.rows(), ctx.ith, ctx.nth);
     for (int64_t r = r0; r < r1; ++r) {
         if (r >= first && r < first + count) std::memcpy(n.row<std::byte>(r), x.row<std::byte>(r - first), n.row_bytes);
         else std::memset(n.row<std::byte>(r), 0, n.row_bytes);
@@ -85,7 +84,7 @@ Sources get_rows_backward(Graph& g, NodeId node, NodeId grad, const SourceMask& 
     return out;
 }
 
-Sources take_rows_backward(Graph& g, NodeId node, NodeId grad, const SourceMask& wanted) {
+Sources slice_rows_backward(Graph& g, NodeId node, NodeId grad, const SourceMask& wanted) {
     const Node& n = g.node(node);
     Sources out = ops::detail::no_gradients();
     if (wanted[0]) out[0] = ops::pad_rows(g, grad, n.param<RowsParams>().first, g.node(n.src[0]).shape.rows());
@@ -95,7 +94,7 @@ Sources take_rows_backward(Graph& g, NodeId node, NodeId grad, const SourceMask&
 Sources pad_rows_backward(Graph& g, NodeId node, NodeId grad, const SourceMask& wanted) {
     const Node& n = g.node(node);
     Sources out = ops::detail::no_gradients();
-    if (wanted[0]) out[0] = ops::take_rows(g, grad, n.param<RowsParams>().first, g.node(n.src[0]).shape.rows());
+    if (wanted[0]) out[0] = ops::slice_rows(g, grad, n.param<RowsParams>().first, g.node(n.src[0]).shape.rows());
     return out;
 }
 
@@ -129,19 +128,19 @@ NodeId get_rows(Graph& g, NodeId table, NodeId ids) {
     return g.add(OpKind::GetRows, DType::F32, Shape::of({t.shape.ne[0], i.shape.ne[0]}), {table, ids});
 }
 
-NodeId take_rows(Graph& g, NodeId x, int64_t first, int64_t count) {
+NodeId slice_rows(Graph& g, NodeId x, int64_t first, int64_t count) {
     const Node& n = g.node(x);
     if (n.shape.rank > 2 || first < 0 || count < 1 || first + count > n.shape.rows())
-        shape_error(OpKind::TakeRows, "rows [{}, {}) are not inside {}", first, first + count, n.shape.str());
-    return g.add(OpKind::TakeRows, n.type, Shape::of({n.shape.ne[0], count}), {x}, RowsParams{first});
+        shape_error(OpKind::SliceRows, "rows [{}, {}) are not inside {}", first, first + count, n.shape.str());
+    return g.add(OpKind::SliceRows, n.type, Shape::of({n.shape.ne[0], count}), {x}, RowsParams{first});
 }
 }  // namespace ops
 
 namespace ops::defs {
-extern const OpDef kGetRows{OpKind::GetRows, run_get_rows, run_get_rows, nullptr, get_rows_backward};
-extern const OpDef kTakeRows{OpKind::TakeRows, run_take_rows, run_take_rows, nullptr, take_rows_backward};
-extern const OpDef kGetRowsGrad{OpKind::GetRowsGrad, run_get_rows_grad<true>, run_get_rows_grad<false>};
-extern const OpDef kPadRows{OpKind::PadRows, run_pad_rows, run_pad_rows, nullptr, pad_rows_backward};
+extern const OpDef kGetRows{OpKind::GetRows, MemoryEffects::OwnData, run_get_rows, run_get_rows, nullptr, get_rows_backward};
+extern const OpDef kSliceRows{OpKind::SliceRows, MemoryEffects::OwnData, run_slice_rows, run_slice_rows, nullptr, slice_rows_backward};
+extern const OpDef kGetRowsGrad{OpKind::GetRowsGrad, MemoryEffects::Unchecked, run_get_rows_grad<true>, run_get_rows_grad<false>};
+extern const OpDef kPadRows{OpKind::PadRows, MemoryEffects::Unchecked, run_pad_rows, run_pad_rows, nullptr, pad_rows_backward};
 }  // namespace ops::defs
 
 }  // namespace kiln

@@ -1,7 +1,7 @@
 #pragma once
 // The training (and evaluation) graph of any decoder-only model over its
 // parameters: `batch` windows of `context` tokens as rows [width, batch *
-// context], the architecture's block builder with batch attention (causal,
+// context], the architecture's block builder with sequence attention (causal,
 // each window on its own) and dropout, the mean cross-entropy, and for
 // training the backward pass to every parameter.
 #include <cstdint>

@@ -1,7 +1,7 @@
 #pragma once
 // A trainable Llama (the llama descriptor's tensors, formats/arch/llama_arch.h)
 // in one flat F32 buffer, and its training graph: the shared llama block
-// builder (engine/models/llama_block.h) over batch attention, so what trains
+// builder (engine/models/llama_block.h) over sequence attention, so what trains
 // here is exactly what kiln and llama.cpp run.
 #include <cstdint>
 #include <memory>

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "engine/kernels/attention.h"
+#include "engine/kernels/dropout.h"
 #include "engine/kernels/simd.h"
 #include "engine/ops/op_def.h"
 #include "engine/ops/ops.h"
@@ -34,18 +35,10 @@
 namespace kiln {
 namespace {
 
-using ops::detail::my_rows;
 using ops::detail::require_type;
 using ops::detail::shape_error;
 
 enum Source { kQuery = 0, kKeys = 1, kValues = 2, kMask = 3, kGrad = 4 };
-
-// SplitMix64's finalizer, as the dropout op's.
-inline uint64_t mix(uint64_t z) {
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
 
 // The dropout factors F_ij of one node: 0 with probability p, else 1/(1-p).
 struct DropMask {
@@ -53,21 +46,19 @@ struct DropMask {
     uint64_t key = 0;
     int64_t heads = 1, q_len = 1, kv_len = 1;
 
-    DropMask(const Graph& g, const BatchAttentionParams& params, int64_t q_len_, int64_t kv_len_)
+    DropMask(const Graph& g, const SequenceAttentionParams& params, int64_t q_len_, int64_t kv_len_)
         : heads(params.n_heads), q_len(q_len_), kv_len(kv_len_) {
         if (params.dropout <= 0.0f) return;
         p = params.dropout;
         keep_scale = 1.0f / (1.0f - p);
-        const int32_t* s = g.node(params.dropout_seed).row<int32_t>(0);
-        const uint64_t seed = static_cast<uint64_t>(static_cast<uint32_t>(s[0])) |
-                              (static_cast<uint64_t>(static_cast<uint32_t>(s[1])) << 32);
-        key = mix(seed ^ mix(params.dropout_salt + 0x6a09e667f3bcc909ULL));
+        key = kernels::dropout::key(g.node(params.dropout_seed).row<int32_t>(0), params.dropout_salt,
+                                    kernels::dropout::kAttentionDomain);
     }
     bool enabled() const noexcept { return p > 0.0f; }
     // Uniform in [0, 1) with 24 bits from the element's index, compared with p.
     float factor(int64_t b, int64_t h, int64_t i, int64_t j) const noexcept {
         const auto index = static_cast<uint64_t>(((b * heads + h) * q_len + i) * kv_len + j);
-        const float u = static_cast<float>(mix(key + index * 0x9e3779b97f4a7c15ULL) >> 40) * (1.0f / 16777216.0f);
+        const float u = kernels::dropout::uniform(key, index);
         return u >= p ? keep_scale : 0.0f;
     }
 };
@@ -78,9 +69,9 @@ struct Layout {
     float scale;
     const Node *q, *k, *v, *mask;
 
-    // From a batch_attention node or its gradient node: both have q, k, v, mask in the same slots.
+    // From a sequence_attention node or its gradient node: both have q, k, v, mask in the same slots.
     Layout(const Graph& g, const Node& attention) {
-        const BatchAttentionParams& p = attention.param<BatchAttentionParams>();
+        const SequenceAttentionParams& p = attention.param<SequenceAttentionParams>();
         heads = p.n_heads;
         head_dim = p.head_dim;
         batch = p.batch;
@@ -124,10 +115,10 @@ void axpy(float a, const float* x, float* y, int64_t n) {
 // The forward pass with dropout, plain: every sum in double.
 void attend_with_dropout_ref(const Graph& g, const Node& n, const ExecContext& ctx) {
     const Layout L(g, n);
-    const DropMask F(g, n.param<BatchAttentionParams>(), L.q_len, L.kv_len);
+    const DropMask F(g, n.param<SequenceAttentionParams>(), L.q_len, L.kv_len);
     std::vector<double> p(static_cast<size_t>(L.kv_len));
     std::vector<double> out(static_cast<size_t>(L.head_dim));
-    const auto [i0, i1] = my_rows(L.batch * L.q_len * L.heads, ctx);
+    const auto [i0, i1] = split_range(L.batch * L.q_len * L.heads, ctx.ith, ctx.nth);
     for (int64_t item = i0; item < i1; ++item) {
         const int64_t h = item % L.heads, row = item / L.heads;
         const int64_t b = row / L.q_len, i = row % L.q_len;
@@ -159,9 +150,9 @@ void attend_with_dropout_ref(const Graph& g, const Node& n, const ExecContext& c
 // probabilities in scratch, masked and dropped keys skipped.
 void attend_with_dropout_fast(const Graph& g, const Node& n, const ExecContext& ctx) {
     const Layout L(g, n);
-    const DropMask F(g, n.param<BatchAttentionParams>(), L.q_len, L.kv_len);
+    const DropMask F(g, n.param<SequenceAttentionParams>(), L.q_len, L.kv_len);
     float* p = ctx.scratch;
-    const auto [i0, i1] = my_rows(L.batch * L.q_len * L.heads, ctx);
+    const auto [i0, i1] = split_range(L.batch * L.q_len * L.heads, ctx.ith, ctx.nth);
     for (int64_t item = i0; item < i1; ++item) {
         const int64_t h = item % L.heads, row = item / L.heads;
         const int64_t b = row / L.q_len, i = row % L.q_len;
@@ -188,10 +179,10 @@ void attend_with_dropout_fast(const Graph& g, const Node& n, const ExecContext& 
 }
 
 template <decltype(&kernels::attend) kernel, decltype(&attend_with_dropout_ref) with_dropout>
-void run_batch_attention(const Graph& g, const Node& n, const ExecContext& ctx) {
-    if (n.param<BatchAttentionParams>().dropout > 0.0f) return with_dropout(g, n, ctx);
+void run_sequence_attention(const Graph& g, const Node& n, const ExecContext& ctx) {
+    if (n.param<SequenceAttentionParams>().dropout > 0.0f) return with_dropout(g, n, ctx);
     const Layout L(g, n);
-    const auto [i0, i1] = my_rows(L.batch * L.q_len * L.heads, ctx);
+    const auto [i0, i1] = split_range(L.batch * L.q_len * L.heads, ctx.ith, ctx.nth);
     for (int64_t item = i0; item < i1; ++item) {
         const int64_t h = item % L.heads, row = item / L.heads;
         const int64_t b = row / L.q_len, i = row % L.q_len;
@@ -217,14 +208,14 @@ struct GradRows {
 };
 
 // The plain reference: every sum in double, straight from the formulas.
-void batch_attention_grad_ref(const Graph& g, const Node& n, const ExecContext& ctx) {
+void sequence_attention_grad_ref(const Graph& g, const Node& n, const ExecContext& ctx) {
     const Layout L(g, n);
-    const DropMask F(g, n.param<BatchAttentionParams>(), L.q_len, L.kv_len);
+    const DropMask F(g, n.param<SequenceAttentionParams>(), L.q_len, L.kv_len);
     const Node& grad = g.node(n.src[kGrad]);
     const GradRows out{n, L};
     const int64_t T = L.q_len, S = L.kv_len, D = L.head_dim;
     std::vector<double> P(static_cast<size_t>(T * S)), dS(static_cast<size_t>(T * S));
-    const auto [i0, i1] = my_rows(L.batch * L.heads, ctx);
+    const auto [i0, i1] = split_range(L.batch * L.heads, ctx.ith, ctx.nth);
     for (int64_t item = i0; item < i1; ++item) {
         const int64_t b = item / L.heads, h = item % L.heads;
         const auto dO = [&](int64_t i) { return grad.row(b * T + i) + h * D; };
@@ -277,15 +268,15 @@ void batch_attention_grad_ref(const Graph& g, const Node& n, const ExecContext& 
 
 // The fast path: float dot products in SIMD lanes, masked keys skipped (their
 // probability is exactly 0), products as axpy rows over head_dim.
-void batch_attention_grad_fast(const Graph& g, const Node& n, const ExecContext& ctx) {
+void sequence_attention_grad_fast(const Graph& g, const Node& n, const ExecContext& ctx) {
     const Layout L(g, n);
-    const DropMask F(g, n.param<BatchAttentionParams>(), L.q_len, L.kv_len);
+    const DropMask F(g, n.param<SequenceAttentionParams>(), L.q_len, L.kv_len);
     const Node& grad = g.node(n.src[kGrad]);
     const GradRows out{n, L};
     const int64_t T = L.q_len, S = L.kv_len, D = L.head_dim;
     float* P = ctx.scratch;
     float* dS = ctx.scratch + T * S;
-    const auto [i0, i1] = my_rows(L.batch * L.heads, ctx);
+    const auto [i0, i1] = split_range(L.batch * L.heads, ctx.ith, ctx.nth);
     for (int64_t item = i0; item < i1; ++item) {
         const int64_t b = item / L.heads, h = item % L.heads;
         const uint8_t* ok = L.valid(b);
@@ -348,15 +339,15 @@ size_t grad_scratch(const Graph& g, const Node& n) {
     return static_cast<size_t>(2 * L.q_len * L.kv_len);
 }
 
-Sources batch_attention_backward(Graph& g, NodeId node, NodeId grad, const SourceMask& wanted) {
+Sources sequence_attention_backward(Graph& g, NodeId node, NodeId grad, const SourceMask& wanted) {
     const Node& n = g.node(node);
     const Layout L(g, n);
-    const NodeId all = ops::batch_attention_grad(g, node, grad);
+    const NodeId all = ops::sequence_attention_grad(g, node, grad);
     Sources out = ops::detail::no_gradients();
     const int64_t q_rows = L.batch * L.q_len, kv_rows = L.batch * L.kv_len;
-    if (wanted[kQuery]) out[kQuery] = ops::take_rows(g, all, 0, q_rows);
-    if (wanted[kKeys]) out[kKeys] = ops::take_rows(g, all, q_rows, kv_rows);
-    if (wanted[kValues]) out[kValues] = ops::take_rows(g, all, q_rows + kv_rows, kv_rows);
+    if (wanted[kQuery]) out[kQuery] = ops::slice_rows(g, all, 0, q_rows);
+    if (wanted[kKeys]) out[kKeys] = ops::slice_rows(g, all, q_rows, kv_rows);
+    if (wanted[kValues]) out[kValues] = ops::slice_rows(g, all, q_rows + kv_rows, kv_rows);
     return out;
 }
 
@@ -364,9 +355,9 @@ Sources batch_attention_backward(Graph& g, NodeId node, NodeId grad, const Sourc
 
 namespace ops {
 
-NodeId batch_attention(Graph& g, NodeId q, NodeId k, NodeId v, NodeId key_mask, int64_t n_heads, int64_t head_dim,
+NodeId sequence_attention(Graph& g, NodeId q, NodeId k, NodeId v, NodeId key_mask, int64_t n_heads, int64_t head_dim,
                        int64_t batch, bool causal, float dropout, NodeId dropout_seed) {
-    const OpKind op = OpKind::BatchAttention;
+    const OpKind op = OpKind::SequenceAttention;
     const Node& qn = g.node(q);
     const Node& kn = g.node(k);
     const Node& vn = g.node(v);
@@ -393,7 +384,7 @@ NodeId batch_attention(Graph& g, NodeId q, NodeId k, NodeId v, NodeId key_mask, 
     if (!(dropout >= 0.0f && dropout < 1.0f)) shape_error(op, "dropout probability {} is outside [0, 1)", dropout);
     const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
     if (dropout == 0.0f)
-        return g.add(op, DType::F32, qn.shape, {q, k, v, key_mask}, BatchAttentionParams{n_heads, head_dim, batch, causal, scale});
+        return g.add(op, DType::F32, qn.shape, {q, k, v, key_mask}, SequenceAttentionParams{n_heads, head_dim, batch, causal, scale});
     // The seed must keep its buffer for the gradient node, which reads it
     // through the parameters: an Input (never placed in the arena).
     if (dropout_seed == kNoNode || g.node(dropout_seed).op != OpKind::Input)
@@ -405,13 +396,13 @@ NodeId batch_attention(Graph& g, NodeId q, NodeId k, NodeId v, NodeId key_mask, 
     // draws its own masks from the one seed.
     const auto salt = static_cast<uint64_t>(g.size());
     return g.add(op, DType::F32, qn.shape, {q, k, v, key_mask, dropout_seed},
-                 BatchAttentionParams{n_heads, head_dim, batch, causal, scale, dropout, dropout_seed, salt});
+                 SequenceAttentionParams{n_heads, head_dim, batch, causal, scale, dropout, dropout_seed, salt});
 }
 
-NodeId batch_attention_grad(Graph& g, NodeId attention, NodeId grad) {
-    const OpKind op = OpKind::BatchAttentionGrad;
+NodeId sequence_attention_grad(Graph& g, NodeId attention, NodeId grad) {
+    const OpKind op = OpKind::SequenceAttentionGrad;
     const Node& a = g.node(attention);
-    if (a.op != OpKind::BatchAttention) shape_error(op, "the first source must be a batch_attention node");
+    if (a.op != OpKind::SequenceAttention) shape_error(op, "the first source must be a sequence_attention node");
     require_type(op, g.node(grad), DType::F32, "the gradient");
     if (!(g.node(grad).shape == a.shape))
         shape_error(op, "gradient {} does not match the output {}", g.node(grad).shape.str(), a.shape.str());
@@ -423,11 +414,11 @@ NodeId batch_attention_grad(Graph& g, NodeId attention, NodeId grad) {
 }  // namespace ops
 
 namespace ops::defs {
-extern const OpDef kBatchAttention{OpKind::BatchAttention,
-                                   run_batch_attention<kernels::attend, attend_with_dropout_fast>,
-                                   run_batch_attention<kernels::ref::attend, attend_with_dropout_ref>, forward_scratch,
-                                   batch_attention_backward};
-extern const OpDef kBatchAttentionGrad{OpKind::BatchAttentionGrad, batch_attention_grad_fast, batch_attention_grad_ref,
+extern const OpDef kSequenceAttention{OpKind::SequenceAttention, MemoryEffects::Unchecked,
+                                   run_sequence_attention<kernels::attend, attend_with_dropout_fast>,
+                                   run_sequence_attention<kernels::ref::attend, attend_with_dropout_ref>, forward_scratch,
+                                   sequence_attention_backward};
+extern const OpDef kSequenceAttentionGrad{OpKind::SequenceAttentionGrad, MemoryEffects::Unchecked, sequence_attention_grad_fast, sequence_attention_grad_ref,
                                        grad_scratch};
 }  // namespace ops::defs
 

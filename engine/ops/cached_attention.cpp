@@ -16,7 +16,6 @@
 namespace kiln {
 namespace {
 
-using ops::detail::my_rows;
 using ops::detail::require_type;
 using ops::detail::shape_error;
 
@@ -35,7 +34,7 @@ void run_store_kv(const Graph& g, const Node& n, const ExecContext& ctx) {
     const Node& x = g.node(n.src[1]);
     const int32_t* positions = g.node(n.src[2]).row<int32_t>(0);
     const int64_t width = x.shape.ne[0];
-    const auto [r0, r1] = my_rows(x.shape.rows(), ctx);
+    const auto [r0, r1] = split_range(x.shape.rows(), ctx.ith, ctx.nth);
     for (int64_t r = r0; r < r1; ++r) {
         if (positions[r] < 0 || positions[r] >= cache.shape.rows()) continue;
         if (cache.type == DType::F32) {
@@ -89,7 +88,7 @@ struct AttentionInputs {
     const Node& v;
     const int32_t* positions;
     const Node* mask;
-    const AttentionParams& p;
+    const CachedAttentionParams& p;
 
     AttentionInputs(const Graph& g, const Node& n)
         : q(g.node(n.src[kQuery])),
@@ -97,7 +96,7 @@ struct AttentionInputs {
           v(g.node(n.src[kValues])),
           positions(g.node(n.src[kPositions]).row<int32_t>(0)),
           mask(n.src[kMask] == kNoNode ? nullptr : &g.node(n.src[kMask])),
-          p(n.param<AttentionParams>()) {}
+          p(n.param<CachedAttentionParams>()) {}
 
     // Token t attends to cache rows [0, kv_len(t)), those its mask row allows.
     int64_t kv_len(int64_t t) const noexcept {
@@ -122,10 +121,10 @@ struct WidenedHeads {
 // The scalar reference: one query at a time, work split over (token, head).
 void run_attention_reference(const Graph& g, const Node& n, const ExecContext& ctx) {
     const AttentionInputs in(g, n);
-    const AttentionParams& p = in.p;
+    const CachedAttentionParams& p = in.p;
     const int64_t group = p.n_heads / p.n_kv_heads;
     WidenedHeads heads(in, ctx.scratch);
-    const auto [i0, i1] = my_rows(in.q.shape.rows() * p.n_heads, ctx);
+    const auto [i0, i1] = split_range(in.q.shape.rows() * p.n_heads, ctx.ith, ctx.nth);
     for (int64_t item = i0; item < i1; ++item) {
         const int64_t t = item / p.n_heads, h = item % p.n_heads, kv_head = h / group;
         const int64_t kv_len = in.kv_len(t);
@@ -144,7 +143,7 @@ void run_attention_reference(const Graph& g, const Node& n, const ExecContext& c
 // last tokens did about three times the work of the other.
 void run_attention_blocks(const Graph& g, const Node& n, const ExecContext& ctx) {
     const AttentionInputs in(g, n);
-    const AttentionParams& p = in.p;
+    const CachedAttentionParams& p = in.p;
     const int64_t group = p.n_heads / p.n_kv_heads;
     const int64_t per_head = in.q.shape.rows() * group;  // queries per key/value head
     constexpr int64_t kBlock = kernels::kMaxBlockQueries;
@@ -186,7 +185,7 @@ void run_attention_blocks(const Graph& g, const Node& n, const ExecContext& ctx)
 
 size_t attention_scratch(const Graph& g, const Node& n) {
     const Node& k = g.node(n.src[kKeys]);
-    const int64_t head_dim = n.param<AttentionParams>().head_dim;
+    const int64_t head_dim = n.param<CachedAttentionParams>().head_dim;
     return kernel_scratch_floats(k) + HeadRows::scratch_floats(k, head_dim) +
            HeadRows::scratch_floats(g.node(n.src[kValues]), head_dim);
 }
@@ -211,9 +210,9 @@ NodeId store_kv(Graph& g, NodeId cache, NodeId x, NodeId positions) {
     return g.add(OpKind::StoreKV, c.type, c.shape, {cache, x, positions});
 }
 
-NodeId attention(Graph& g, NodeId q, NodeId k_cache, NodeId v_cache, NodeId positions, NodeId mask, int64_t n_heads,
+NodeId cached_attention(Graph& g, NodeId q, NodeId k_cache, NodeId v_cache, NodeId positions, NodeId mask, int64_t n_heads,
                  int64_t n_kv_heads, int64_t head_dim) {
-    const OpKind op = OpKind::Attention;
+    const OpKind op = OpKind::CachedAttention;
     const Node& qn = g.node(q);
     const Node& kn = g.node(k_cache);
     const Node& vn = g.node(v_cache);
@@ -240,14 +239,14 @@ NodeId attention(Graph& g, NodeId q, NodeId k_cache, NodeId v_cache, NodeId posi
     }
     const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
     return g.add(op, DType::F32, qn.shape, {q, k_cache, v_cache, positions, mask},
-                 AttentionParams{n_heads, n_kv_heads, head_dim, scale});
+                 CachedAttentionParams{n_heads, n_kv_heads, head_dim, scale});
 }
 
 }  // namespace ops
 
 namespace ops::defs {
-extern const OpDef kStoreKV{OpKind::StoreKV, run_store_kv<true>, run_store_kv<false>};
-extern const OpDef kAttention{OpKind::Attention, run_attention_blocks, run_attention_reference, attention_scratch};
+extern const OpDef kStoreKV{OpKind::StoreKV, MemoryEffects::OwnData, run_store_kv<true>, run_store_kv<false>};
+extern const OpDef kCachedAttention{OpKind::CachedAttention, MemoryEffects::OwnData, run_attention_blocks, run_attention_reference, attention_scratch};
 }  // namespace ops::defs
 
 }  // namespace kiln
