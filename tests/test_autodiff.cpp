@@ -13,10 +13,13 @@
 #include <cstring>
 #include <functional>
 #include <random>
+#include <tuple>
 
 #include "engine/graph/executor.h"
 #include "engine/ops/ops.h"
+#include "engine/runtime/thread_pool.h"
 #include "engine/train/autodiff.h"
+#include "engine/train/rng.h"
 
 using namespace kiln;
 
@@ -221,7 +224,7 @@ TEST_CASE("sequence attention backward matches finite differences", "[train][aut
     SECTION("causal self-attention, 2 sequences of 5, 2 heads of 3") {
         check_gradients({param("q", {6, 10}, 23), param("k", {6, 10}, 24), param("v", {6, 10}, 25)},
                         [](Graph& g, const std::vector<NodeId>& p) {
-                            return ops::sequence_attention(g, p[0], p[1], p[2], kNoNode, 2, 3, 2, true);
+                            return ops::sequence_attention(g, p[0], p[1], p[2], kNoNode, 2, 2, 3, 2, true);
                         });
     }
     SECTION("cross-attention with 4 keys per sequence and padding") {
@@ -230,8 +233,82 @@ TEST_CASE("sequence attention backward matches finite differences", "[train][aut
                             const NodeId mask = g.input("mask", DType::I8, Shape::of({4, 2}));
                             const int8_t valid[8] = {1, 1, 1, 1, 1, 1, 0, 0};
                             std::memcpy(g.node(mask).data, valid, sizeof valid);
-                            return ops::sequence_attention(g, p[0], p[1], p[2], mask, 2, 3, 2, false);
+                            return ops::sequence_attention(g, p[0], p[1], p[2], mask, 2, 2, 3, 2, false);
                         });
+    }
+}
+
+TEST_CASE("grouped-query sequence attention backward matches finite differences", "[train][autodiff]") {
+    SECTION("causal, 4 query heads sharing 2 key/value heads of 3, 2 sequences of 5") {
+        check_gradients({param("q", {12, 10}, 61), param("k", {6, 10}, 62), param("v", {6, 10}, 63)},
+                        [](Graph& g, const std::vector<NodeId>& p) {
+                            return ops::sequence_attention(g, p[0], p[1], p[2], kNoNode, 4, 2, 3, 2, true);
+                        });
+    }
+    SECTION("6 query heads on 1 key/value head, padding and attention dropout") {
+        check_gradients({param("q", {12, 6}, 64), param("k", {2, 8}, 65), param("v", {2, 8}, 66)},
+                        [](Graph& g, const std::vector<NodeId>& p) {
+                            const NodeId mask = g.input("mask", DType::I8, Shape::of({4, 2}));
+                            const int8_t valid[8] = {1, 1, 1, 0, 1, 1, 1, 1};
+                            std::memcpy(g.node(mask).data, valid, sizeof valid);
+                            const NodeId seed = ids_input(g, {7, 8});
+                            return ops::sequence_attention(g, p[0], p[1], p[2], mask, 6, 1, 2, 2, false, 0.25f, seed);
+                        });
+    }
+}
+
+TEST_CASE("grouped-query sequence attention equals attention with each key/value head repeated", "[train]") {
+    // 4 query heads on 2 key/value heads = 4 heads whose keys and values are
+    // the shared ones copied: outputs equal, and dK, dV are the copies' sums.
+    const int64_t D = 3, T = 5, B = 2;
+    std::vector<float> q(12 * T * B), k(6 * T * B), v(6 * T * B), k4(12 * T * B), v4(12 * T * B), dO(12 * T * B);
+    train::Rng rng(5);
+    for (float* a : {q.data(), k.data(), v.data(), dO.data()})
+        for (size_t i = 0; i < (a == k.data() || a == v.data() ? k.size() : q.size()); ++i)
+            a[i] = static_cast<float>(rng.normal());
+    for (int64_t r = 0; r < T * B; ++r)
+        for (int64_t h = 0; h < 4; ++h)
+            for (int64_t d = 0; d < D; ++d) {
+                k4[r * 12 + h * D + d] = k[r * 6 + (h / 2) * D + d];
+                v4[r * 12 + h * D + d] = v[r * 6 + (h / 2) * D + d];
+            }
+    const auto run = [&](int64_t kv_heads, std::vector<float>& keys, std::vector<float>& values, Executor::Mode mode) {
+        Graph g;
+        const auto leaf = [&](const char* name, std::vector<float>& data, int64_t width) {
+            return g.state(name, DType::F32, Shape::of({width, T * B}), data.data());
+        };
+        const NodeId qn = leaf("q", q, 12), kn = leaf("k", keys, kv_heads * D), vn = leaf("v", values, kv_heads * D);
+        const NodeId a = ops::sequence_attention(g, qn, kn, vn, kNoNode, 4, kv_heads, D, B, true);
+        const NodeId grad = g.state("dO", DType::F32, Shape::of({12, T * B}), dO.data());
+        const NodeId all = ops::sequence_attention_grad(g, a, grad);
+        g.mark_output(a);
+        g.mark_output(all);
+        g.plan();
+        ThreadPool pool(2);
+        Executor(g, mode).run(pool);
+        const Node& an = g.node(a);
+        const Node& gn = g.node(all);
+        std::vector<float> out(an.row(0), an.row(0) + 12 * T * B);
+        std::vector<float> dk(static_cast<size_t>(T * B * kv_heads * D)), dv(dk.size());
+        for (int64_t r = 0; r < T * B; ++r)
+            for (int64_t c = 0; c < kv_heads * D; ++c) {
+                dk[r * kv_heads * D + c] = gn.row(T * B + r)[c];
+                dv[r * kv_heads * D + c] = gn.row(2 * T * B + r)[c];
+            }
+        return std::tuple{out, dk, dv};
+    };
+    for (Executor::Mode mode : {Executor::Mode::Fast, Executor::Mode::Reference}) {
+        const auto [out2, dk2, dv2] = run(2, k, v, mode);
+        const auto [out4, dk4, dv4] = run(4, k4, v4, mode);
+        CHECK(out2 == out4);
+        for (int64_t r = 0; r < T * B; ++r)
+            for (int64_t h = 0; h < 2; ++h)
+                for (int64_t d = 0; d < D; ++d) {
+                    const auto i2 = static_cast<size_t>(r * 6 + h * D + d);
+                    const auto a = static_cast<size_t>(r * 12 + 2 * h * D + d), b = a + static_cast<size_t>(D);
+                    CHECK(dk2[i2] == Approx(dk4[a] + dk4[b]).margin(1e-6));
+                    CHECK(dv2[i2] == Approx(dv4[a] + dv4[b]).margin(1e-6));
+                }
     }
 }
 
@@ -241,7 +318,7 @@ TEST_CASE("sequence attention with attention dropout: backward matches finite di
         check_gradients({param("q", {6, 10}, 51), param("k", {6, 10}, 52), param("v", {6, 10}, 53)},
                         [](Graph& g, const std::vector<NodeId>& p) {
                             const NodeId seed = ids_input(g, {4242, -7});
-                            return ops::sequence_attention(g, p[0], p[1], p[2], kNoNode, 2, 3, 2, true, 0.3f, seed);
+                            return ops::sequence_attention(g, p[0], p[1], p[2], kNoNode, 2, 2, 3, 2, true, 0.3f, seed);
                         });
     }
     SECTION("two cross-attentions with padding, one seed") {
@@ -251,8 +328,8 @@ TEST_CASE("sequence attention with attention dropout: backward matches finite di
                             const int8_t valid[8] = {1, 1, 1, 1, 1, 1, 0, 0};
                             std::memcpy(g.node(mask).data, valid, sizeof valid);
                             const NodeId seed = ids_input(g, {99, 100});
-                            const NodeId a = ops::sequence_attention(g, p[0], p[1], p[2], mask, 2, 3, 2, false, 0.4f, seed);
-                            return ops::sequence_attention(g, a, p[1], p[2], mask, 2, 3, 2, false, 0.4f, seed);
+                            const NodeId a = ops::sequence_attention(g, p[0], p[1], p[2], mask, 2, 2, 3, 2, false, 0.4f, seed);
+                            return ops::sequence_attention(g, a, p[1], p[2], mask, 2, 2, 3, 2, false, 0.4f, seed);
                         });
     }
 }
@@ -313,8 +390,8 @@ TEST_CASE("training kernels: fast paths agree with the references on odd sizes, 
                             const NodeId mask = g.input("mask", DType::I8, Shape::of({11, 3}));
                             auto* m = reinterpret_cast<int8_t*>(g.node(mask).data);
                             for (int i = 0; i < 33; ++i) m[i] = (i % 11) < 11 - (i / 11) * 3 ? 1 : 0;
-                            const NodeId a = ops::sequence_attention(g, p[0], p[1], p[2], kNoNode, 5, 7, 3, true);
-                            return ops::sequence_attention(g, a, p[3], p[4], mask, 5, 7, 3, false);
+                            const NodeId a = ops::sequence_attention(g, p[0], p[1], p[2], kNoNode, 5, 5, 7, 3, true);
+                            return ops::sequence_attention(g, a, p[3], p[4], mask, 5, 5, 7, 3, false);
                         });
     }
     SECTION("sequence attention with attention dropout, causal and cross with padding") {
@@ -325,8 +402,8 @@ TEST_CASE("training kernels: fast paths agree with the references on odd sizes, 
                             auto* m = reinterpret_cast<int8_t*>(g.node(mask).data);
                             for (int i = 0; i < 33; ++i) m[i] = (i % 11) < 11 - (i / 11) * 3 ? 1 : 0;
                             const NodeId seed = ids_input(g, {5, 6});
-                            const NodeId a = ops::sequence_attention(g, p[0], p[1], p[2], kNoNode, 5, 7, 3, true, 0.2f, seed);
-                            return ops::sequence_attention(g, a, p[3], p[4], mask, 5, 7, 3, false, 0.35f, seed);
+                            const NodeId a = ops::sequence_attention(g, p[0], p[1], p[2], kNoNode, 5, 5, 7, 3, true, 0.2f, seed);
+                            return ops::sequence_attention(g, a, p[3], p[4], mask, 5, 5, 7, 3, false, 0.35f, seed);
                         });
     }
     SECTION("dropout masks do not depend on threads") {
@@ -378,8 +455,8 @@ TEST_CASE("attention dropout drops about p of the probabilities and scales the r
         const NodeId q = g.state("q", DType::F32, shape, zeros.data());
         const NodeId v = g.state("v", DType::F32, shape, values.data());
         const NodeId seed = ids_input(g, {31, 41});
-        const NodeId first = ops::sequence_attention(g, q, q, v, kNoNode, heads, S, batch, false, p, seed);
-        const NodeId second = ops::sequence_attention(g, q, q, v, kNoNode, heads, S, batch, false, p, seed);
+        const NodeId first = ops::sequence_attention(g, q, q, v, kNoNode, heads, heads, S, batch, false, p, seed);
+        const NodeId second = ops::sequence_attention(g, q, q, v, kNoNode, heads, heads, S, batch, false, p, seed);
         g.mark_output(first);
         g.mark_output(second);
         g.plan();
@@ -399,8 +476,8 @@ TEST_CASE("attention dropout drops about p of the probabilities and scales the r
     }
     Graph g;
     const NodeId q = g.state("q", DType::F32, Shape::of({heads * S, batch * S}), zeros.data());
-    CHECK_THROWS_WITH(ops::sequence_attention(g, q, q, q, kNoNode, heads, S, batch, false, 0.1f, kNoNode),
+    CHECK_THROWS_WITH(ops::sequence_attention(g, q, q, q, kNoNode, heads, heads, S, batch, false, 0.1f, kNoNode),
                       Catch::Contains("needs a seed input"));
-    CHECK_THROWS_WITH(ops::sequence_attention(g, q, q, q, kNoNode, heads, S, batch, false, 1.0f, ids_input(g, {1, 2})),
+    CHECK_THROWS_WITH(ops::sequence_attention(g, q, q, q, kNoNode, heads, heads, S, batch, false, 1.0f, ids_input(g, {1, 2})),
                       Catch::Contains("outside [0, 1)"));
 }

@@ -88,6 +88,7 @@ struct SequenceAttentionParams {
     float dropout = 0.0f;
     NodeId dropout_seed = kNoNode;
     uint64_t dropout_salt = 0;
+    int64_t n_kv_heads = 0;  // key/value heads: n_heads, or a divisor of it (grouped-query attention)
 };
 using OpParams = std::variant<NoParams, NormParams, ScaleParams, RowsParams, RopeParams, CachedAttentionParams, LossParams,
                               DropoutParams, SequenceAttentionParams>;

@@ -8,10 +8,8 @@ namespace kiln {
 NodeId Dropout::apply(Graph& g, NodeId x) const { return p > 0.0f ? ops::dropout(g, x, seed, p) : x; }
 
 NodeId BatchKeyValues::attend(Graph& g, int64_t, NodeId q, NodeId k, NodeId v, const HeadLayout& heads) {
-    if (heads.n_kv_heads != heads.n_heads)
-        fail("graph", "sequence attention has no grouped-query form yet ({} heads, {} key/value heads)", heads.n_heads,
-             heads.n_kv_heads);
-    return ops::sequence_attention(g, q, k, v, key_mask_, heads.n_heads, heads.head_dim, batch_, causal_, dropout_, seed_);
+    return ops::sequence_attention(g, q, k, v, key_mask_, heads.n_heads, heads.n_kv_heads, heads.head_dim, batch_, causal_,
+                                   dropout_, seed_);
 }
 
 }  // namespace kiln

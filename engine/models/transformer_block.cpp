@@ -86,7 +86,8 @@ NodeId BatchCrossKeyValues::attend(Graph& g, int64_t, NodeId q, const arch::Atte
                                    const HeadLayout& heads) {
     const NodeId k = linear(g, w.k, memory_);
     const NodeId v = linear(g, w.v, memory_);
-    return ops::sequence_attention(g, q, k, v, mask_, heads.n_heads, heads.head_dim, batch_, false, dropout_, seed_);
+    return ops::sequence_attention(g, q, k, v, mask_, heads.n_heads, heads.n_kv_heads, heads.head_dim, batch_, false,
+                                   dropout_, seed_);
 }
 
 }  // namespace kiln

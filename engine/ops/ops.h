@@ -88,15 +88,19 @@ NodeId dropout(Graph& g, NodeId x, NodeId seed, float p);
 
 // Attention for training (cached_attention above is the inference form):
 // attention within each of `batch` independent whole sequences: q [n_heads * head_dim, batch * q_len],
-// k and v [n_heads * head_dim, batch * kv_len] (sequence b is rows b*len ..).
+// k and v [n_kv_heads * head_dim, batch * kv_len] (sequence b is rows b*len ..); with
+// fewer key/value heads than query heads (grouped-query attention), query head h
+// reads key/value head h / (n_heads / n_kv_heads), as cached_attention.
 // Causal: query i sees keys 0..i (q_len == kv_len). key_mask (optional, I8
 // [kv_len, batch]): keys with 0 are not attended (padding). Scale 1/sqrt(head_dim).
 // dropout > 0 (training): attention-probability dropout with the I32 seed
 // input [2] (as the dropout op's); each such node draws its own masks.
-NodeId sequence_attention(Graph& g, NodeId q, NodeId k, NodeId v, NodeId key_mask, int64_t n_heads, int64_t head_dim,
-                       int64_t batch, bool causal, float dropout = 0.0f, NodeId dropout_seed = kNoNode);
+NodeId sequence_attention(Graph& g, NodeId q, NodeId k, NodeId v, NodeId key_mask, int64_t n_heads, int64_t n_kv_heads,
+                          int64_t head_dim, int64_t batch, bool causal, float dropout = 0.0f,
+                          NodeId dropout_seed = kNoNode);
 // Gradients of a sequence_attention node: dq, dk, dv stacked as rows
-// [d, batch * q_len + 2 * batch * kv_len] (slice_rows splits them).
+// [n_heads * head_dim, batch * q_len + 2 * batch * kv_len] (slice_rows splits
+// them; dk and dv rows use their first n_kv_heads * head_dim columns).
 NodeId sequence_attention_grad(Graph& g, NodeId attention, NodeId grad);
 
 }  // namespace kiln::ops

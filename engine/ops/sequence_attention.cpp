@@ -64,7 +64,7 @@ struct DropMask {
 };
 
 struct Layout {
-    int64_t heads, head_dim, batch, q_len, kv_len;
+    int64_t heads, kv_heads, group, head_dim, batch, q_len, kv_len;
     bool causal;
     float scale;
     const Node *q, *k, *v, *mask;
@@ -73,6 +73,8 @@ struct Layout {
     Layout(const Graph& g, const Node& attention) {
         const SequenceAttentionParams& p = attention.param<SequenceAttentionParams>();
         heads = p.n_heads;
+        kv_heads = p.n_kv_heads;
+        group = heads / kv_heads;
         head_dim = p.head_dim;
         batch = p.batch;
         causal = p.causal;
@@ -85,8 +87,9 @@ struct Layout {
         kv_len = k->shape.rows() / batch;
     }
     const float* q_at(int64_t b, int64_t i, int64_t h) const { return q->row(b * q_len + i) + h * head_dim; }
-    const float* k_at(int64_t b, int64_t j, int64_t h) const { return k->row(b * kv_len + j) + h * head_dim; }
-    const float* v_at(int64_t b, int64_t j, int64_t h) const { return v->row(b * kv_len + j) + h * head_dim; }
+    // Keys and values of query head h: its group's key/value head.
+    const float* k_at(int64_t b, int64_t j, int64_t h) const { return k->row(b * kv_len + j) + (h / group) * head_dim; }
+    const float* v_at(int64_t b, int64_t j, int64_t h) const { return v->row(b * kv_len + j) + (h / group) * head_dim; }
     const uint8_t* valid(int64_t b) const { return mask == nullptr ? nullptr : mask->row<uint8_t>(b); }
     int64_t visible(int64_t i) const { return causal ? std::min(i + 1, kv_len) : kv_len; }
     bool allowed(int64_t b, int64_t i, int64_t j) const {
@@ -194,20 +197,22 @@ void run_sequence_attention(const Graph& g, const Node& n, const ExecContext& ct
 
 size_t forward_scratch(const Graph& g, const Node& n) { return static_cast<size_t>(Layout(g, n).kv_len); }
 
-// Output rows of the gradient node: dq, then dk, then dv.
+// Output rows of the gradient node: dq, then dk, then dv (of key/value head kvh).
 struct GradRows {
     const Node& out;
     const Layout& L;
     float* dq(int64_t b, int64_t i, int64_t h) const { return out.row(b * L.q_len + i) + h * L.head_dim; }
-    float* dk(int64_t b, int64_t j, int64_t h) const {
-        return out.row(L.batch * L.q_len + b * L.kv_len + j) + h * L.head_dim;
+    float* dk(int64_t b, int64_t j, int64_t kvh) const {
+        return out.row(L.batch * L.q_len + b * L.kv_len + j) + kvh * L.head_dim;
     }
-    float* dv(int64_t b, int64_t j, int64_t h) const {
-        return out.row(L.batch * (L.q_len + L.kv_len) + b * L.kv_len + j) + h * L.head_dim;
+    float* dv(int64_t b, int64_t j, int64_t kvh) const {
+        return out.row(L.batch * (L.q_len + L.kv_len) + b * L.kv_len + j) + kvh * L.head_dim;
     }
 };
 
-// The plain reference: every sum in double, straight from the formulas.
+// The plain reference: every sum in double, straight from the formulas. One
+// work item is a (sequence, key/value head): the query heads of its group add
+// their dK and dV into the same rows.
 void sequence_attention_grad_ref(const Graph& g, const Node& n, const ExecContext& ctx) {
     const Layout L(g, n);
     const DropMask F(g, n.param<SequenceAttentionParams>(), L.q_len, L.kv_len);
@@ -215,53 +220,59 @@ void sequence_attention_grad_ref(const Graph& g, const Node& n, const ExecContex
     const GradRows out{n, L};
     const int64_t T = L.q_len, S = L.kv_len, D = L.head_dim;
     std::vector<double> P(static_cast<size_t>(T * S)), dS(static_cast<size_t>(T * S));
-    const auto [i0, i1] = split_range(L.batch * L.heads, ctx.ith, ctx.nth);
+    std::vector<double> dK(static_cast<size_t>(S * D)), dV(static_cast<size_t>(S * D));
+    const auto [i0, i1] = split_range(L.batch * L.kv_heads, ctx.ith, ctx.nth);
     for (int64_t item = i0; item < i1; ++item) {
-        const int64_t b = item / L.heads, h = item % L.heads;
-        const auto dO = [&](int64_t i) { return grad.row(b * T + i) + h * D; };
-        for (int64_t i = 0; i < T; ++i) {
-            double max = -std::numeric_limits<double>::infinity();
-            for (int64_t j = 0; j < S; ++j) {
-                double s = -std::numeric_limits<double>::infinity();
-                if (L.allowed(b, i, j)) {
-                    s = 0.0;
-                    for (int64_t d = 0; d < D; ++d) s += static_cast<double>(L.q_at(b, i, h)[d]) * L.k_at(b, j, h)[d];
-                    s *= L.scale;
+        const int64_t b = item / L.kv_heads, kvh = item % L.kv_heads;
+        std::fill(dK.begin(), dK.end(), 0.0);
+        std::fill(dV.begin(), dV.end(), 0.0);
+        for (int64_t h = kvh * L.group; h < (kvh + 1) * L.group; ++h) {
+            const auto dO = [&](int64_t i) { return grad.row(b * T + i) + h * D; };
+            for (int64_t i = 0; i < T; ++i) {
+                double max = -std::numeric_limits<double>::infinity();
+                for (int64_t j = 0; j < S; ++j) {
+                    double s = -std::numeric_limits<double>::infinity();
+                    if (L.allowed(b, i, j)) {
+                        s = 0.0;
+                        for (int64_t d = 0; d < D; ++d) s += static_cast<double>(L.q_at(b, i, h)[d]) * L.k_at(b, j, h)[d];
+                        s *= L.scale;
+                    }
+                    P[i * S + j] = s;
+                    max = std::max(max, s);
                 }
-                P[i * S + j] = s;
-                max = std::max(max, s);
+                double sum = 0.0;
+                for (int64_t j = 0; j < S; ++j) {
+                    P[i * S + j] = max == -std::numeric_limits<double>::infinity() ? 0.0 : std::exp(P[i * S + j] - max);
+                    sum += P[i * S + j];
+                }
+                for (int64_t j = 0; j < S; ++j) P[i * S + j] = sum > 0.0 ? P[i * S + j] / sum : 0.0;
+                double row = 0.0;
+                for (int64_t j = 0; j < S; ++j) {
+                    double dp = 0.0;
+                    for (int64_t d = 0; d < D; ++d) dp += static_cast<double>(dO(i)[d]) * L.v_at(b, j, h)[d];
+                    if (F.enabled()) dp *= F.factor(b, h, i, j);
+                    dS[i * S + j] = dp;
+                    row += P[i * S + j] * dp;
+                }
+                for (int64_t j = 0; j < S; ++j) dS[i * S + j] = P[i * S + j] * (dS[i * S + j] - row);
             }
-            double sum = 0.0;
-            for (int64_t j = 0; j < S; ++j) {
-                P[i * S + j] = max == -std::numeric_limits<double>::infinity() ? 0.0 : std::exp(P[i * S + j] - max);
-                sum += P[i * S + j];
-            }
-            for (int64_t j = 0; j < S; ++j) P[i * S + j] = sum > 0.0 ? P[i * S + j] / sum : 0.0;
-            double row = 0.0;
-            for (int64_t j = 0; j < S; ++j) {
-                double dp = 0.0;
-                for (int64_t d = 0; d < D; ++d) dp += static_cast<double>(dO(i)[d]) * L.v_at(b, j, h)[d];
-                if (F.enabled()) dp *= F.factor(b, h, i, j);
-                dS[i * S + j] = dp;
-                row += P[i * S + j] * dp;
-            }
-            for (int64_t j = 0; j < S; ++j) dS[i * S + j] = P[i * S + j] * (dS[i * S + j] - row);
+            for (int64_t i = 0; i < T; ++i)
+                for (int64_t d = 0; d < D; ++d) {
+                    double s = 0.0;
+                    for (int64_t j = 0; j < S; ++j) s += dS[i * S + j] * L.k_at(b, j, h)[d];
+                    out.dq(b, i, h)[d] = static_cast<float>(s * L.scale);
+                }
+            for (int64_t j = 0; j < S; ++j)
+                for (int64_t d = 0; d < D; ++d)
+                    for (int64_t i = 0; i < T; ++i) {
+                        dK[j * D + d] += dS[i * S + j] * L.q_at(b, i, h)[d];
+                        dV[j * D + d] += P[i * S + j] * (F.enabled() ? F.factor(b, h, i, j) : 1.0) * dO(i)[d];
+                    }
         }
-        for (int64_t i = 0; i < T; ++i)
-            for (int64_t d = 0; d < D; ++d) {
-                double s = 0.0;
-                for (int64_t j = 0; j < S; ++j) s += dS[i * S + j] * L.k_at(b, j, h)[d];
-                out.dq(b, i, h)[d] = static_cast<float>(s * L.scale);
-            }
         for (int64_t j = 0; j < S; ++j)
             for (int64_t d = 0; d < D; ++d) {
-                double sk = 0.0, sv = 0.0;
-                for (int64_t i = 0; i < T; ++i) {
-                    sk += dS[i * S + j] * L.q_at(b, i, h)[d];
-                    sv += P[i * S + j] * (F.enabled() ? F.factor(b, h, i, j) : 1.0) * dO(i)[d];
-                }
-                out.dk(b, j, h)[d] = static_cast<float>(sk * L.scale);
-                out.dv(b, j, h)[d] = static_cast<float>(sv);
+                out.dk(b, j, kvh)[d] = static_cast<float>(dK[j * D + d] * L.scale);
+                out.dv(b, j, kvh)[d] = static_cast<float>(dV[j * D + d]);
             }
     }
 }
@@ -276,10 +287,17 @@ void sequence_attention_grad_fast(const Graph& g, const Node& n, const ExecConte
     const int64_t T = L.q_len, S = L.kv_len, D = L.head_dim;
     float* P = ctx.scratch;
     float* dS = ctx.scratch + T * S;
-    const auto [i0, i1] = split_range(L.batch * L.heads, ctx.ith, ctx.nth);
+    // One work item is a (sequence, key/value head); the query heads of its
+    // group add their dK and dV into the same rows, one head after the other.
+    const auto [i0, i1] = split_range(L.batch * L.kv_heads, ctx.ith, ctx.nth);
     for (int64_t item = i0; item < i1; ++item) {
-        const int64_t b = item / L.heads, h = item % L.heads;
+        const int64_t b = item / L.kv_heads, kvh = item % L.kv_heads;
         const uint8_t* ok = L.valid(b);
+        for (int64_t j = 0; j < S; ++j) {
+            std::fill(out.dk(b, j, kvh), out.dk(b, j, kvh) + D, 0.0f);
+            std::fill(out.dv(b, j, kvh), out.dv(b, j, kvh) + D, 0.0f);
+        }
+        for (int64_t h = kvh * L.group; h < (kvh + 1) * L.group; ++h) {
         for (int64_t i = 0; i < T; ++i) {
             float* p = P + i * S;
             float* ds = dS + i * S;
@@ -322,14 +340,13 @@ void sequence_attention_grad_fast(const Graph& g, const Node& n, const ExecConte
                 if (dS[i * S + j] != 0.0f) axpy(dS[i * S + j], L.k_at(b, j, h), dq, D);
         }
         for (int64_t j = 0; j < S; ++j) {
-            float* dk = out.dk(b, j, h);
-            float* dv = out.dv(b, j, h);
-            std::fill(dk, dk + D, 0.0f);
-            std::fill(dv, dv + D, 0.0f);
+            float* dk = out.dk(b, j, kvh);
+            float* dv = out.dv(b, j, kvh);
             for (int64_t i = 0; i < T; ++i) {
                 if (dS[i * S + j] != 0.0f) axpy(dS[i * S + j], L.q_at(b, i, h), dk, D);
                 if (P[i * S + j] != 0.0f) axpy(P[i * S + j], grad.row(b * T + i) + h * D, dv, D);
             }
+        }
         }
     }
 }
@@ -345,9 +362,14 @@ Sources sequence_attention_backward(Graph& g, NodeId node, NodeId grad, const So
     const NodeId all = ops::sequence_attention_grad(g, node, grad);
     Sources out = ops::detail::no_gradients();
     const int64_t q_rows = L.batch * L.q_len, kv_rows = L.batch * L.kv_len;
+    // dK and dV fill the first kv_heads * head_dim columns of their rows.
+    const auto kv_part = [&](int64_t first) {
+        const NodeId rows = ops::slice_rows(g, all, first, kv_rows);
+        return L.kv_heads == L.heads ? rows : ops::slice_columns(g, rows, 0, L.kv_heads * L.head_dim);
+    };
     if (wanted[kQuery]) out[kQuery] = ops::slice_rows(g, all, 0, q_rows);
-    if (wanted[kKeys]) out[kKeys] = ops::slice_rows(g, all, q_rows, kv_rows);
-    if (wanted[kValues]) out[kValues] = ops::slice_rows(g, all, q_rows + kv_rows, kv_rows);
+    if (wanted[kKeys]) out[kKeys] = kv_part(q_rows);
+    if (wanted[kValues]) out[kValues] = kv_part(q_rows + kv_rows);
     return out;
 }
 
@@ -355,8 +377,8 @@ Sources sequence_attention_backward(Graph& g, NodeId node, NodeId grad, const So
 
 namespace ops {
 
-NodeId sequence_attention(Graph& g, NodeId q, NodeId k, NodeId v, NodeId key_mask, int64_t n_heads, int64_t head_dim,
-                       int64_t batch, bool causal, float dropout, NodeId dropout_seed) {
+NodeId sequence_attention(Graph& g, NodeId q, NodeId k, NodeId v, NodeId key_mask, int64_t n_heads, int64_t n_kv_heads,
+                          int64_t head_dim, int64_t batch, bool causal, float dropout, NodeId dropout_seed) {
     const OpKind op = OpKind::SequenceAttention;
     const Node& qn = g.node(q);
     const Node& kn = g.node(k);
@@ -365,10 +387,12 @@ NodeId sequence_attention(Graph& g, NodeId q, NodeId k, NodeId v, NodeId key_mas
     require_type(op, kn, DType::F32, "the keys");
     require_type(op, vn, DType::F32, "the values");
     if (n_heads < 1 || head_dim < 1 || batch < 1) shape_error(op, "{} heads of {} in {} sequences", n_heads, head_dim, batch);
-    const int64_t width = n_heads * head_dim;
-    if (qn.shape.ne[0] != width || kn.shape.ne[0] != width || vn.shape.ne[0] != width)
-        shape_error(op, "q {}, k {}, v {} are not {} heads of {}", qn.shape.str(), kn.shape.str(), vn.shape.str(),
-                    n_heads, head_dim);
+    if (n_kv_heads < 1 || n_heads % n_kv_heads != 0)
+        shape_error(op, "{} query heads cannot share {} key/value heads", n_heads, n_kv_heads);
+    const int64_t width = n_heads * head_dim, kv_width = n_kv_heads * head_dim;
+    if (qn.shape.ne[0] != width || kn.shape.ne[0] != kv_width || vn.shape.ne[0] != kv_width)
+        shape_error(op, "q {} is not {} heads of {}, or k {}, v {} not {} heads", qn.shape.str(), n_heads, head_dim,
+                    kn.shape.str(), vn.shape.str(), n_kv_heads);
     if (qn.shape.rank > 2 || kn.shape.rank > 2 || !(kn.shape == vn.shape))
         shape_error(op, "keys {} and values {} must be matrices of one shape", kn.shape.str(), vn.shape.str());
     if (qn.shape.rows() % batch != 0 || kn.shape.rows() % batch != 0)
@@ -383,8 +407,11 @@ NodeId sequence_attention(Graph& g, NodeId q, NodeId k, NodeId v, NodeId key_mas
     }
     if (!(dropout >= 0.0f && dropout < 1.0f)) shape_error(op, "dropout probability {} is outside [0, 1)", dropout);
     const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-    if (dropout == 0.0f)
-        return g.add(op, DType::F32, qn.shape, {q, k, v, key_mask}, SequenceAttentionParams{n_heads, head_dim, batch, causal, scale});
+    if (dropout == 0.0f) {
+        SequenceAttentionParams params{n_heads, head_dim, batch, causal, scale};
+        params.n_kv_heads = n_kv_heads;
+        return g.add(op, DType::F32, qn.shape, {q, k, v, key_mask}, params);
+    }
     // The seed must keep its buffer for the gradient node, which reads it
     // through the parameters: an Input (never placed in the arena).
     if (dropout_seed == kNoNode || g.node(dropout_seed).op != OpKind::Input)
@@ -395,8 +422,9 @@ NodeId sequence_attention(Graph& g, NodeId q, NodeId k, NodeId v, NodeId key_mas
     // The salt: the node's own index, so that every attention node of a graph
     // draws its own masks from the one seed.
     const auto salt = static_cast<uint64_t>(g.size());
-    return g.add(op, DType::F32, qn.shape, {q, k, v, key_mask, dropout_seed},
-                 SequenceAttentionParams{n_heads, head_dim, batch, causal, scale, dropout, dropout_seed, salt});
+    SequenceAttentionParams params{n_heads, head_dim, batch, causal, scale, dropout, dropout_seed, salt};
+    params.n_kv_heads = n_kv_heads;
+    return g.add(op, DType::F32, qn.shape, {q, k, v, key_mask, dropout_seed}, params);
 }
 
 NodeId sequence_attention_grad(Graph& g, NodeId attention, NodeId grad) {
