@@ -214,6 +214,35 @@ TEST_CASE("norm, softmax and matmul backward rules match finite differences", "[
     }
 }
 
+TEST_CASE("Llama's backward rules match finite differences: rms_norm, silu, swiglu, rope", "[train][autodiff]") {
+    SECTION("rms_norm with weight") {
+        check_gradients({param("x", {12, 5}, 71), param("w", {12}, 72)},
+                        [](Graph& g, const std::vector<NodeId>& p) { return ops::rms_norm(g, p[0], p[1], 1e-5f); });
+    }
+    SECTION("rms_norm without weight, one element per row") {
+        check_gradients({param("x", {1, 3}, 73)},
+                        [](Graph& g, const std::vector<NodeId>& p) { return ops::rms_norm(g, p[0], kNoNode, 1e-2f); });
+    }
+    SECTION("silu") {
+        check_gradients({param("x", {9, 4}, 74, 3.0f)}, [](Graph& g, const std::vector<NodeId>& p) { return ops::silu(g, p[0]); });
+    }
+    SECTION("swiglu: gate and up") {
+        check_gradients({param("gate", {7, 3}, 75, 2.0f), param("up", {7, 3}, 76)},
+                        [](Graph& g, const std::vector<NodeId>& p) { return ops::swiglu(g, p[0], p[1]); });
+    }
+    SECTION("rope on 3 heads of 4 with 2 rotated dimensions, positions far apart") {
+        check_gradients({param("x", {12, 4}, 77)}, [](Graph& g, const std::vector<NodeId>& p) {
+            return ops::rope(g, p[0], ids_input(g, {0, 5, 17, 1000}), 3, 4, 2, 10000.0f);
+        });
+    }
+    SECTION("rope of every dimension, twice (the inverse of the inverse)") {
+        check_gradients({param("x", {8, 3}, 78)}, [](Graph& g, const std::vector<NodeId>& p) {
+            const NodeId pos = ids_input(g, {3, 1, 4});
+            return ops::rope(g, ops::rope(g, p[0], pos, 2, 4, 4, 500.0f), pos, 2, 4, 4, 500.0f);
+        });
+    }
+}
+
 TEST_CASE("cross-entropy backward matches finite differences, ignoring padding", "[train][autodiff]") {
     check_gradients({param("logits", {11, 7}, 22, 2.0f)}, [](Graph& g, const std::vector<NodeId>& p) {
         return ops::cross_entropy(g, p[0], ids_input(g, {3, -1, 10, 0, 3, 5, -1}), -1);
@@ -339,10 +368,10 @@ TEST_CASE("autodiff refuses ops without a backward rule and parameters that do n
     Graph g;
     const NodeId x = g.state("x", DType::F32, Shape::of({3, 2}), a.data());
     const NodeId unused = g.state("unused", DType::F32, Shape::of({3, 2}), b.data());
-    const NodeId y = ops::silu(g, x);
+    const NodeId y = ops::silu_grad(g, x, x);  // a gradient op: not differentiated again
     const NodeId seed = g.input("seed", DType::F32, Shape::of({3, 2}));
     const NodeId ids[] = {x};
-    CHECK_THROWS_WITH(train::append_backward(g, y, seed, ids), Catch::Contains("silu has no backward rule"));
+    CHECK_THROWS_WITH(train::append_backward(g, y, seed, ids), Catch::Contains("silu_grad has no backward rule"));
     Graph g2;
     const NodeId x2 = g2.state("x", DType::F32, Shape::of({3, 2}), a.data());
     const NodeId u2 = g2.state("unused", DType::F32, Shape::of({3, 2}), b.data());

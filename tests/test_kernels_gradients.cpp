@@ -4,10 +4,10 @@
 //
 // Tolerances, fast vs ref (the ref evaluates in double and rounds once):
 //  - relu_grad: bit-exact (a select).
-//  - gelu_tanh_grad, gelu_erf_grad: |d| <= 1e-6 |ref| + 1e-6 |grad|, a few
+//  - gelu_tanh_grad, gelu_erf_grad, silu_grad: |d| <= 1e-6 |ref| + 1e-6 |grad|, a few
 //    float ulps of exp/erfc and of the roundings between them (as vector's
 //    activations); the absolute part covers derivatives that cancel to ~0.
-//  - layer_norm_grad, softmax_grad, cross_entropy_grad: reductions in float
+//  - layer_norm_grad, rms_norm_grad, softmax_grad, cross_entropy_grad: reductions in float
 //    lanes, then a difference that can cancel: |d| <= 1e-5 of the row's
 //    largest |ref| (for layer_norm, of its largest term rstd |grad weight|).
 //  - cross_entropy: |d| <= 1e-6 (1 + |ref|), a float log-sum-exp's roundings.
@@ -73,6 +73,31 @@ TEST_CASE("gradients: relu_grad is bit-exact", "[kernels][gradients]") {
 TEST_CASE("gradients: gelu_tanh_grad and gelu_erf_grad within tolerance of the reference", "[kernels][gradients]") {
     check_element_grad(kernels::gelu_tanh_grad, kernels::ref::gelu_tanh_grad, 1e-6, 1e-6);
     check_element_grad(kernels::gelu_erf_grad, kernels::ref::gelu_erf_grad, 1e-6, 1e-6);
+}
+
+TEST_CASE("gradients: silu_grad within tolerance of the reference", "[kernels][gradients]") {
+    check_element_grad(kernels::silu_grad, kernels::ref::silu_grad, 1e-6, 1e-6);
+}
+
+TEST_CASE("gradients: rms_norm_grad with and without weights", "[kernels][gradients]") {
+    for (int64_t n : kSizes) {
+        INFO("n = " << n);
+        const auto x = normal_floats(n, 2.0f, 13), w = normal_floats(n, 1.0f, 14), g = normal_floats(n, 1.0f, 15);
+        for (const float* weight : {w.data(), static_cast<const float*>(nullptr)}) {
+            INFO("weights " << (weight != nullptr));
+            std::vector<float> want(x.size()), got(x.size());
+            kernels::ref::rms_norm_grad(x.data(), weight, g.data(), 1e-5f, want.data(), n);
+            kernels::rms_norm_grad(x.data(), weight, g.data(), 1e-5f, got.data(), n);
+            // The two terms r d and x r^3 mean(d x) can cancel: bound by the larger.
+            double squares = 0.0;
+            for (float v : x) squares += static_cast<double>(v) * v / static_cast<double>(n);
+            const double r = 1.0 / std::sqrt(squares + 1e-5);
+            double largest_term = 0.0;
+            for (size_t i = 0; i < g.size(); ++i)
+                largest_term = std::max(largest_term, r * std::abs(g[i] * (weight ? weight[i] : 1.0f)));
+            require_close_to_row(got, want, std::max<double>(max_abs(want), largest_term));
+        }
+    }
 }
 
 TEST_CASE("gradients: layer_norm_grad with and without weights", "[kernels][gradients]") {

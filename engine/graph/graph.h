@@ -63,6 +63,7 @@ struct RowsParams {
 struct RopeParams {
     int64_t n_heads, head_dim, n_rot;
     float freq_base;
+    bool inverse = false;  // rotate by the negative angle (rope's backward)
 };
 struct CachedAttentionParams {
     int64_t n_heads, n_kv_heads, head_dim;

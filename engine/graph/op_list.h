@@ -36,6 +36,8 @@
     X(GeluErf, "gelu_erf", kGeluErf)                        /* exact GELU */                   \
     X(GeluErfGrad, "gelu_erf_grad", kGeluErfGrad)                                              \
     X(LayerNormGrad, "layer_norm_grad", kLayerNormGrad)     /* dx of layer_norm */             \
+    X(RmsNormGrad, "rms_norm_grad", kRmsNormGrad)           /* dx of rms_norm */               \
+    X(SiluGrad, "silu_grad", kSiluGrad)                                                        \
     X(SoftmaxGrad, "softmax_grad", kSoftmaxGrad)                                               \
     X(CrossEntropyRows, "cross_entropy_rows", kCrossEntropyRows)                               \
     X(CrossEntropyRowsGrad, "cross_entropy_rows_grad", kCrossEntropyRowsGrad)                  \

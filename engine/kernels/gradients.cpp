@@ -79,6 +79,32 @@ void gelu_erf_grad(const float* x, const float* g, float* out, int64_t n) noexce
     });
 }
 
+// s = sigmoid(x) through e = exp(-|x|), so that no exp overflows.
+void silu_grad(const float* x, const float* g, float* out, int64_t n) noexcept {
+    map_grad(x, g, out, n, [](batch v, batch d) {
+        const batch one(1.0f);
+        const batch e = xsimd::exp(-xsimd::abs(v));
+        const batch inv = one / (one + e);
+        const batch s = xsimd::select(v >= batch(0.0f), inv, e * inv);
+        return d * s * xsimd::fma(v, one - s, one);
+    });
+}
+
+// Float lanes, as layer_norm_grad below.
+void rms_norm_grad(const float* x, const float* w, const float* grad, float eps, float* out, int64_t n) {
+    const auto ld = [](const float* p) { return batch::load_unaligned(p); };
+    const auto dvec = [&](int64_t i) { return w ? ld(grad + i) * ld(w + i) : ld(grad + i); };
+    const auto done = [&](int64_t i) { return w ? grad[i] * w[i] : grad[i]; };
+    const float mean_sq = row_sum(n, [&](int64_t i) { return ld(x + i) * ld(x + i); }, [&](int64_t i) { return x[i] * x[i]; }) / n;
+    const float dot = row_sum(n, [&](int64_t i) { return dvec(i) * ld(x + i); }, [&](int64_t i) { return done(i) * x[i]; });
+    const float r = 1.0f / std::sqrt(mean_sq + eps);
+    const float coef = r * r * r * dot / static_cast<float>(n);
+    const batch rv(r), cv(coef);
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) (rv * dvec(i) - cv * ld(x + i)).store_unaligned(out + i);
+    for (; i < n; ++i) out[i] = r * done(i) - coef * x[i];
+}
+
 // Float lanes: rows are a model's width (hundreds), where float sums lose
 // nothing a gradient notices; the test bounds the difference to the reference.
 void layer_norm_grad(const float* x, const float* w, const float* grad, float eps, float* out, int64_t n) {

@@ -15,6 +15,12 @@ namespace kiln::kernels {
 void relu_grad(const float* x, const float* grad, float* out, int64_t n) noexcept;
 void gelu_tanh_grad(const float* x, const float* grad, float* out, int64_t n) noexcept;
 void gelu_erf_grad(const float* x, const float* grad, float* out, int64_t n) noexcept;
+//   silu'(x) = s (1 + x (1 - s)), s = sigmoid(x).
+void silu_grad(const float* x, const float* grad, float* out, int64_t n) noexcept;
+
+// rms_norm's dx (weight may be null: 1): with r = 1 / sqrt(mean(x^2) + eps) and
+// d = grad * weight, dx = r d - x r^3 mean(d x).
+void rms_norm_grad(const float* x, const float* weight, const float* grad, float eps, float* out, int64_t n);
 
 // layer_norm's dx (weight may be null: 1): with xhat = (x - mean) * rstd and
 // dxhat = grad * weight, dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)).
@@ -36,6 +42,8 @@ namespace kiln::kernels::ref {
 void relu_grad(const float* x, const float* grad, float* out, int64_t n) noexcept;
 void gelu_tanh_grad(const float* x, const float* grad, float* out, int64_t n) noexcept;
 void gelu_erf_grad(const float* x, const float* grad, float* out, int64_t n) noexcept;
+void silu_grad(const float* x, const float* grad, float* out, int64_t n) noexcept;
+void rms_norm_grad(const float* x, const float* weight, const float* grad, float eps, float* out, int64_t n);
 void layer_norm_grad(const float* x, const float* weight, const float* grad, float eps, float* out, int64_t n);
 void softmax_grad(const float* y, const float* grad, float* out, int64_t n);
 float cross_entropy(const float* x, int64_t n, int32_t target);

@@ -27,6 +27,26 @@ void gelu_tanh_grad(const float* x, const float* g, float* out, int64_t n) noexc
     }
 }
 
+void silu_grad(const float* x, const float* g, float* out, int64_t n) noexcept {
+    for (int64_t i = 0; i < n; ++i) {
+        const double v = x[i];
+        const double s = 1.0 / (1.0 + std::exp(-v));
+        out[i] = static_cast<float>(g[i] * s * (1.0 + v * (1.0 - s)));
+    }
+}
+
+void rms_norm_grad(const float* x, const float* w, const float* grad, float eps, float* out, int64_t n) {
+    double squares = 0.0, dot = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+        squares += static_cast<double>(x[i]) * x[i];
+        dot += static_cast<double>(grad[i]) * (w ? w[i] : 1.0f) * x[i];
+    }
+    const double r = 1.0 / std::sqrt(squares / static_cast<double>(n) + eps);
+    const double coef = r * r * r * dot / static_cast<double>(n);
+    for (int64_t i = 0; i < n; ++i)
+        out[i] = static_cast<float>(r * static_cast<double>(grad[i]) * (w ? w[i] : 1.0f) - coef * x[i]);
+}
+
 // gelu_erf'(x) = Phi(x) + x phi(x) = 0.5 erfc(-x / sqrt 2) + x exp(-x^2 / 2) / sqrt(2 pi).
 void gelu_erf_grad(const float* x, const float* g, float* out, int64_t n) noexcept {
     const double inv_sqrt_2pi = 1.0 / std::sqrt(2.0 * std::numbers::pi);

@@ -1,6 +1,6 @@
 // Element-wise ops: add, mul, scale, relu, silu, gelu, swiglu, exact gelu;
 // the backward rules of those a training graph differentiates, their gradient
-// ops (relu_grad, gelu_grad, gelu_erf_grad: kernels in kernels/gradients.h) and
+// ops (relu_grad, gelu_grad, gelu_erf_grad, silu_grad: kernels in kernels/gradients.h) and
 // sum_rows, the gradient of a broadcast row.
 #include <algorithm>
 #include <cmath>
@@ -115,6 +115,16 @@ Sources mul_backward(Graph& g, NodeId node, NodeId grad, const SourceMask& wante
     return out;
 }
 
+// swiglu(gate, up) = silu(gate) * up.
+Sources swiglu_backward(Graph& g, NodeId node, NodeId grad, const SourceMask& wanted) {
+    const Node& n = g.node(node);
+    const NodeId gate = n.src[0], up = n.src[1];
+    Sources out = ops::detail::no_gradients();
+    if (wanted[0]) out[0] = ops::silu_grad(g, gate, ops::mul(g, grad, up));
+    if (wanted[1]) out[1] = ops::mul(g, grad, ops::silu(g, gate));
+    return out;
+}
+
 Sources scale_backward(Graph& g, NodeId node, NodeId grad, const SourceMask& wanted) {
     Sources out = ops::detail::no_gradients();
     if (wanted[0]) out[0] = ops::scale(g, grad, g.node(node).param<ScaleParams>().factor);
@@ -154,6 +164,7 @@ NodeId gelu_erf(Graph& g, NodeId x) { return unary(g, OpKind::GeluErf, x); }
 NodeId relu_grad(Graph& g, NodeId x, NodeId grad) { return grad_node(g, OpKind::ReluGrad, x, grad); }
 NodeId gelu_grad(Graph& g, NodeId x, NodeId grad) { return grad_node(g, OpKind::GeluTanhGrad, x, grad); }
 NodeId gelu_erf_grad(Graph& g, NodeId x, NodeId grad) { return grad_node(g, OpKind::GeluErfGrad, x, grad); }
+NodeId silu_grad(Graph& g, NodeId x, NodeId grad) { return grad_node(g, OpKind::SiluGrad, x, grad); }
 NodeId sum_rows(Graph& g, NodeId x) {
     require_type(OpKind::SumRows, g.node(x), DType::F32, "the input");
     return g.add(OpKind::SumRows, DType::F32, Shape::of({g.node(x).shape.ne[0]}), {x});
@@ -163,18 +174,21 @@ NodeId sum_rows(Graph& g, NodeId x) {
 namespace ops::defs {
 extern const OpDef kAdd{OpKind::Add, MemoryEffects::OwnData, run_binary<kernels::add>, run_binary<kernels::ref::add>, nullptr, add_backward};
 extern const OpDef kMul{OpKind::Mul, MemoryEffects::OwnData, run_binary<kernels::mul>, run_binary<kernels::ref::mul>, nullptr, mul_backward};
-extern const OpDef kSwiGlu{OpKind::SwiGlu, MemoryEffects::OwnData, run_binary<kernels::swiglu>, run_binary<kernels::ref::swiglu>};
+extern const OpDef kSwiGlu{OpKind::SwiGlu, MemoryEffects::OwnData, run_binary<kernels::swiglu>, run_binary<kernels::ref::swiglu>,
+                           nullptr, swiglu_backward};
 extern const OpDef kScale{OpKind::Scale, MemoryEffects::OwnData, run_scale<kernels::scale>, run_scale<kernels::ref::scale>, nullptr,
                           scale_backward};
 extern const OpDef kRelu{OpKind::Relu, MemoryEffects::OwnData, run_unary<kernels::relu>, run_unary<kernels::ref::relu>, nullptr,
                          unary_backward<ops::relu_grad>};
-extern const OpDef kSilu{OpKind::Silu, MemoryEffects::OwnData, run_unary<kernels::silu>, run_unary<kernels::ref::silu>};
+extern const OpDef kSilu{OpKind::Silu, MemoryEffects::OwnData, run_unary<kernels::silu>, run_unary<kernels::ref::silu>, nullptr,
+                         unary_backward<ops::silu_grad>};
 extern const OpDef kGelu{OpKind::GeluTanh, MemoryEffects::OwnData, run_unary<kernels::gelu_tanh>, run_unary<kernels::ref::gelu_tanh>, nullptr,
                          unary_backward<ops::gelu_grad>};
 extern const OpDef kGeluErf{OpKind::GeluErf, MemoryEffects::Unchecked, run_unary<kernels::gelu_erf>, run_unary<kernels::ref::gelu_erf>, nullptr,
                             unary_backward<ops::gelu_erf_grad>};
 extern const OpDef kReluGrad{OpKind::ReluGrad, MemoryEffects::Unchecked, run_grad<kernels::relu_grad>, run_grad<kernels::ref::relu_grad>};
 extern const OpDef kGeluGrad{OpKind::GeluTanhGrad, MemoryEffects::Unchecked, run_grad<kernels::gelu_tanh_grad>, run_grad<kernels::ref::gelu_tanh_grad>};
+extern const OpDef kSiluGrad{OpKind::SiluGrad, MemoryEffects::Unchecked, run_grad<kernels::silu_grad>, run_grad<kernels::ref::silu_grad>};
 extern const OpDef kGeluErfGrad{OpKind::GeluErfGrad, MemoryEffects::Unchecked, run_grad<kernels::gelu_erf_grad>, run_grad<kernels::ref::gelu_erf_grad>};
 extern const OpDef kSumRows{OpKind::SumRows, MemoryEffects::Unchecked, sum_rows_fast, sum_rows_ref};
 }  // namespace ops::defs

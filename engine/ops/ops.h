@@ -66,6 +66,8 @@ NodeId gelu_erf(Graph& g, NodeId x);               // exact GELU, as torch.nn.fu
 NodeId gelu_erf_grad(Graph& g, NodeId x, NodeId grad);
 
 // dx of layer_norm(x, weight, any bias, eps); weight may be kNoNode.
+NodeId rms_norm_grad(Graph& g, NodeId x, NodeId weight, NodeId grad, float eps);
+NodeId silu_grad(Graph& g, NodeId x, NodeId grad);
 NodeId layer_norm_grad(Graph& g, NodeId x, NodeId weight, NodeId grad, float eps);
 // dx of y = softmax(x), from y itself: y * (grad - Σ grad·y).
 NodeId softmax_grad(Graph& g, NodeId y, NodeId grad);

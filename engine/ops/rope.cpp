@@ -1,4 +1,5 @@
-// Rotary position embedding at per-token positions (an I32 input).
+// Rotary position embedding at per-token positions (an I32 input), and its
+// backward: the inverse rotation.
 #include <cstring>
 
 #include "engine/kernels/vector.h"
@@ -20,8 +21,23 @@ void run_rope(const Graph& g, const Node& n, const ExecContext& ctx) {
     const auto [r0, r1] = split_range(n.shape.rows(), ctx.ith, ctx.nth);
     for (int64_t r = r0; r < r1; ++r) {
         std::memcpy(n.row(r), x.row(r), n.row_bytes);
-        kernel(n.row(r), p.n_heads, p.head_dim, p.n_rot, positions[r], p.freq_base);
+        // The inverse rotation is the rotation of the negated position: cos is
+        // even and sin odd, so the angles are exactly the forward's, negated.
+        const int64_t pos = p.inverse ? -static_cast<int64_t>(positions[r]) : positions[r];
+        kernel(n.row(r), p.n_heads, p.head_dim, p.n_rot, pos, p.freq_base);
     }
+}
+
+// The rotation is orthogonal: its gradient is the inverse rotation of the gradient.
+Sources rope_backward(Graph& g, NodeId node, NodeId grad, const SourceMask& wanted) {
+    const Node& n = g.node(node);
+    Sources out = ops::detail::no_gradients();
+    if (wanted[0]) {
+        RopeParams p = n.param<RopeParams>();
+        p.inverse = !p.inverse;
+        out[0] = g.add(OpKind::Rope, DType::F32, g.node(grad).shape, {grad, n.src[1]}, p);
+    }
+    return out;
 }
 
 }  // namespace
@@ -43,7 +59,8 @@ NodeId rope(Graph& g, NodeId x, NodeId positions, int64_t n_heads, int64_t head_
 }  // namespace ops
 
 namespace ops::defs {
-extern const OpDef kRope{OpKind::Rope, MemoryEffects::OwnData, run_rope<kernels::rope>, run_rope<kernels::ref::rope>};
+extern const OpDef kRope{OpKind::Rope, MemoryEffects::OwnData, run_rope<kernels::rope>, run_rope<kernels::ref::rope>, nullptr,
+                         rope_backward};
 }  // namespace ops::defs
 
 }  // namespace kiln
