@@ -114,6 +114,53 @@ TEST_CASE("kiln-train: 8 steps equal 4 steps, --resume, 4 more", "[train][cli]")
     CHECK(GgufFile::open(dir.path / "q.gguf").get_tensor("blk.0.ffn_norm.weight").type == DType::F32);
 }
 
+TEST_CASE("kiln-train --arch llama: 8 steps equal 4 steps, --resume, 4 more; the file runs in kiln", "[train][cli]") {
+    TempDir dir("kiln-train-llama");
+    const fs::path text = small_text(dir);
+    const std::string llama = " " + kSmall + " --arch llama --heads 4 --kv-heads 2";
+    const std::string a = test::shell_quote((dir.path / "a.gguf").string()), b = test::shell_quote((dir.path / "b.gguf").string());
+    const auto whole = test::run_tool("kiln-train", "-f " + test::shell_quote(text.string()) + " -o " + a + " --iters 8" + llama);
+    INFO(whole.err);
+    REQUIRE(whole.status == 0);
+    CHECK(whole.err.find("llama, 1 layers, 4 heads (2 key/value)") != std::string::npos);
+    const auto first = test::run_tool("kiln-train", "-f " + test::shell_quote(text.string()) + " -o " + b + " --iters 4" + llama);
+    REQUIRE(first.status == 0);
+    const auto second = test::run_tool("kiln-train", "-f " + test::shell_quote(text.string()) + " -o " + b + " --iters 8" + llama +
+                                                         " --resume " + test::shell_quote((dir.path / "b.ckpt.gguf").string()));
+    INFO(second.err);
+    REQUIRE(second.status == 0);
+    check_resumed_run_equals_uninterrupted(dir.path);
+
+    const GgufFile model = GgufFile::open(dir.path / "a.gguf");
+    CHECK(model.get_string("general.architecture") == "llama");
+    CHECK(model.get_int("llama.attention.head_count_kv") == 2);
+    CHECK(model.get_string("tokenizer.ggml.model") == "char");
+    CHECK(model.find_tensor("output.weight") != nullptr);  // untied unless --tie-embeddings
+    const auto run = test::run_tool("kiln", "-m " + a + " -p 'To be' -n 8 --temp 0");
+    INFO(run.err);
+    CHECK(run.status == 0);
+    CHECK(run.out.starts_with("To be"));
+}
+
+TEST_CASE("kiln-train --arch llama --vocab: a SentencePiece vocabulary's tokens, its keys in the file", "[train][cli]") {
+    TempDir dir("kiln-train-llama-spm");
+    const fs::path text = small_text(dir);
+    const fs::path vocab = test::shared_models_dir() / "vocab" / "ggml-vocab-llama-spm.gguf";
+    const std::string out = test::shell_quote((dir.path / "spm.gguf").string());
+    const auto run = test::run_tool("kiln-train", "-f " + test::shell_quote(text.string()) + " -o " + out +
+                                                      " --arch llama --tie-embeddings --vocab " +
+                                                      test::shell_quote(vocab.string()) + " --iters 2 " + kSmall);
+    INFO(run.err);
+    REQUIRE(run.status == 0);
+    CHECK(run.err.find("vocabulary 32000") != std::string::npos);
+    const GgufFile model = GgufFile::open(dir.path / "spm.gguf");
+    CHECK(model.get_string("tokenizer.ggml.model") == "llama");
+    CHECK(model.find_tensor("output.weight") == nullptr);
+    const auto generate = test::run_tool("kiln", "-m " + out + " -p 'To be' -n 4 --temp 0");
+    INFO(generate.err);
+    CHECK(generate.status == 0);
+}
+
 TEST_CASE("kiln-train: bad input gives one clear line and keeps what was there", "[train][cli]") {
     TempDir dir("kiln-train-bad");
     const fs::path text = small_text(dir);
@@ -137,6 +184,27 @@ TEST_CASE("kiln-train: bad input gives one clear line and keeps what was there",
     r = test::run_tool("kiln-train", "-f " + test::shell_quote((dir.path / "missing.txt").string()) + out);
     CHECK(r.status == 1);
     CHECK(r.err.find("cannot open") != std::string::npos);
+
+    // The Llama's flags: for --arch llama only, and heads that share key/value heads evenly.
+    r = test::run_tool("kiln-train", t + out + "--vocab x.gguf");
+    CHECK(r.status == 2);
+    CHECK(r.err.find("--vocab is only for --arch llama") != std::string::npos);
+    r = test::run_tool("kiln-train", t + out + "--arch llama --bias");
+    CHECK(r.status == 2);
+    CHECK(r.err.find("--bias is only for --arch gpt2") != std::string::npos);
+    r = test::run_tool("kiln-train", t + out + "--arch llama --heads 4 --kv-heads 3");
+    CHECK(r.status == 2);
+    CHECK(r.err.find("--heads 4 is not a multiple of --kv-heads 3") != std::string::npos);
+    r = test::run_tool("kiln-train", t + out + "--arch mamba");
+    CHECK(r.status == 2);
+    CHECK(r.err.find("--arch must be gpt2 or llama") != std::string::npos);
+    // A gpt2 checkpoint does not resume a llama (and the other way round).
+    REQUIRE(test::run_tool("kiln-train", t + " -o " + test::shell_quote((dir.path / "g.gguf").string()) + " " + kSmall +
+                                             " --iters 2").status == 0);
+    r = test::run_tool("kiln-train", t + out + kSmall + " --arch llama --iters 4 --resume " +
+                                         test::shell_quote((dir.path / "g.ckpt.gguf").string()));
+    CHECK(r.status == 1);
+    CHECK(r.err.find("architecture 'gpt2' is not llama") != std::string::npos);
 
     write(dir.path / "corrupt.gguf", "GGUF this is not a checkpoint");
     r = test::run_tool("kiln-train", t + out + kSmall + " --iters 4 --resume " + test::shell_quote((dir.path / "corrupt.gguf").string()));
