@@ -13,6 +13,7 @@
 #include "engine/train/schedule.h"
 #include "formats/gguf/gguf_file.h"
 #include "support/paths.h"
+#include "support/torch_training.h"
 
 using namespace kiln;
 using namespace kiln::train;
@@ -24,8 +25,6 @@ std::vector<int32_t> ints(const GgufTensor& t) {
     std::memcpy(v.data(), t.data.data(), v.size() * sizeof(int32_t));
     return v;
 }
-
-const float* floats(const GgufTensor& t) { return reinterpret_cast<const float*>(t.data.data()); }
 
 }  // namespace
 
@@ -62,23 +61,8 @@ TEST_CASE("a tiny GPT's loss, gradients and AdamW steps match PyTorch", "[train]
     const StepResult first = trainer.step_on(tokens, targets);
     CHECK(first.loss == Approx(f.get_number("test.loss")).epsilon(1e-5));
 
-    // Every gradient element within 1e-4 of torch's, relative to the element,
-    // with elements far below the tensor's largest judged against 1e-2 of it
-    // (their float32 value carries the absolute rounding of the larger ones).
-    double worst = 0.0;
-    for (const ParamTensor& t : model.tensors()) {
-        const float* expected = floats(f.get_tensor("grad." + t.name));
-        const float* got = trainer.gradients().data() + t.segment.offset;
-        double scale = 0.0;
-        for (size_t i = 0; i < t.segment.count; ++i) scale = std::max(scale, std::abs(double(expected[i])));
-        for (size_t i = 0; i < t.segment.count; ++i) {
-            const double err = std::abs(double(got[i]) - expected[i]) / std::max(std::abs(double(expected[i])), 1e-2 * scale);
-            worst = std::max(worst, err);
-            INFO(t.name << " element " << i << ": " << got[i] << " vs torch " << expected[i]);
-            REQUIRE(err <= 1e-4);
-        }
-    }
-    WARN("largest relative gradient difference " << worst);
+    WARN("largest relative gradient difference "
+         << test::require_gradients_match(f, model, trainer.gradients(), 1e-2));
 
     const GgufValue* losses = f.find("test.adam.losses");
     REQUIRE(losses != nullptr);
@@ -86,28 +70,9 @@ TEST_CASE("a tiny GPT's loss, gradients and AdamW steps match PyTorch", "[train]
         const StepResult r = trainer.step_on(tokens, targets);
         CHECK(r.loss == Approx(*losses->as_array()->items[static_cast<size_t>(s)].as_number()).epsilon(1e-5));
     }
-    // Adam divides by sqrt(v), so an element's step has a full size whatever
-    // its gradient's magnitude. Where the exact gradient is 0 (the key bias:
-    // adding a constant to every key shifts all scores of a row equally) or
-    // below the float32 noise of the gradient (whose error is ~1e-5 of the
-    // tensor's largest entries), the sign of that step is noise. Such elements
-    // (torch's float64 gradient under 1e-4 of the tensor's largest) are not compared.
-    size_t skipped = 0, total = 0;
-    for (const ParamTensor& t : model.tensors()) {
-        const float* expected = floats(f.get_tensor("adam3." + t.name));
-        const float* grad = floats(f.get_tensor("grad." + t.name));
-        const float* got = model.tensor(t.name);
-        float largest = 0;
-        for (size_t i = 0; i < t.segment.count; ++i) largest = std::max(largest, std::abs(grad[i]));
-        for (size_t i = 0; i < t.segment.count; ++i, ++total) {
-            if (std::abs(grad[i]) < 1e-4f * largest) {
-                ++skipped;
-                continue;
-            }
-            INFO(t.name << " element " << i);
-            REQUIRE(got[i] == Approx(expected[i]).epsilon(1e-5).margin(1e-5));
-        }
-    }
+    // The key biases' gradients are exactly 0 (adding a constant to every key
+    // shifts all scores of a row equally): their Adam steps are not compared.
+    const auto [skipped, total] = test::require_adam_steps_match(f, model);
     CHECK(skipped >= static_cast<size_t>(o.model.layers * o.model.width));  // the key biases at least
     CHECK(skipped * 50 < total);                                             // and few others (< 2%)
 }

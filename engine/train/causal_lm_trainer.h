@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "engine/graph/executor.h"
@@ -36,6 +37,17 @@ struct CausalTrainOptions {
     // kiln::Error("train") for a batch, accumulation or dropout out of range.
     void validate() const;
 };
+
+// A fresh model for a run: options checked, then Model(args...) initialized
+// from the run's seed (initialization_rng).
+template <typename Model, typename... Args>
+std::unique_ptr<Model> fresh_model(const CausalTrainOptions& options, Args&&... args) {
+    options.validate();
+    auto model = std::make_unique<Model>(std::forward<Args>(args)...);
+    Rng init = initialization_rng(options.seed);
+    model->initialize(init);
+    return model;
+}
 
 // Builds (and plans) the model's graph of `batch` windows of `context` tokens.
 // training: with dropout (p > 0) and the backward pass.

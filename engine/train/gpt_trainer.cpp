@@ -4,14 +4,6 @@ namespace kiln::train {
 
 namespace {
 
-std::unique_ptr<GptModel> fresh_model(const TrainOptions& options) {
-    options.validate();
-    auto model = std::make_unique<GptModel>(options.model, options.decay_embeddings);
-    Rng init = initialization_rng(options.seed);
-    model->initialize(init);
-    return model;
-}
-
 std::unique_ptr<CausalTrainGraph> gpt_graph(ParamModel& model, int64_t batch, int64_t context, bool training,
                                             float dropout) {
     return build_gpt_graph(static_cast<GptModel&>(model), batch, context, training, dropout);
@@ -20,6 +12,8 @@ std::unique_ptr<CausalTrainGraph> gpt_graph(ParamModel& model, int64_t batch, in
 }  // namespace
 
 GptTrainer::GptTrainer(const TrainOptions& options, ThreadPool& pool)
-    : CausalLmTrainer(fresh_model(options), options.model.context, options, gpt_graph, pool), options_(options) {}
+    : CausalLmTrainer(fresh_model<GptModel>(options, options.model, options.decay_embeddings), options.model.context,
+                      options, gpt_graph, pool),
+      options_(options) {}
 
 }  // namespace kiln::train

@@ -4,14 +4,6 @@ namespace kiln::train {
 
 namespace {
 
-std::unique_ptr<LlamaTrainModel> fresh_model(const LlamaTrainOptions& options) {
-    options.validate();
-    auto model = std::make_unique<LlamaTrainModel>(options.model, options.tied, options.decay_embeddings);
-    Rng init = initialization_rng(options.seed);
-    model->initialize(init);
-    return model;
-}
-
 std::unique_ptr<CausalTrainGraph> llama_graph(ParamModel& model, int64_t batch, int64_t context, bool training,
                                               float dropout) {
     return build_llama_train_graph(static_cast<LlamaTrainModel&>(model), batch, context, training, dropout);
@@ -20,6 +12,7 @@ std::unique_ptr<CausalTrainGraph> llama_graph(ParamModel& model, int64_t batch, 
 }  // namespace
 
 LlamaTrainer::LlamaTrainer(const LlamaTrainOptions& options, ThreadPool& pool)
-    : CausalLmTrainer(fresh_model(options), options.model.n_ctx_train, options, llama_graph, pool) {}
+    : CausalLmTrainer(fresh_model<LlamaTrainModel>(options, options.model, options.tied, options.decay_embeddings),
+                      options.model.n_ctx_train, options, llama_graph, pool) {}
 
 }  // namespace kiln::train

@@ -24,12 +24,12 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gguf_io as gg  # noqa: E402
+from torch_train_fixture import write_fixture  # noqa: E402
 
 V, CTX, D, H, KV, L, FF, B = 13, 7, 24, 4, 2, 2, 40, 2
 HD = D // H
 N_ROT = 4  # of HD = 6: the last two dimensions of every head are not rotated
 EPS, BASE = 1e-5, 10000.0
-LR, BETAS, ADAM_EPS, WD, CLIP, STEPS = 1e-2, (0.9, 0.95), 1e-8, 0.1, 1.0, 3
 
 
 def param_shapes():
@@ -101,28 +101,6 @@ def main():
     targets = rng.integers(0, V, size=(B, CTX)).astype(np.int32)
     targets[1, 2] = -1  # a padding position
 
-    P = {n: torch.tensor(init[n], dtype=torch.float64, requires_grad=True) for n, _, _ in shapes}
-    tt, tg = torch.tensor(tokens, dtype=torch.long), torch.tensor(targets, dtype=torch.long)
-    loss = forward(P, tt, tg)
-    loss.backward()
-    grads = {n: P[n].grad.detach().numpy().copy() for n, _, _ in shapes}
-    loss0 = float(loss)
-
-    for t in P.values():
-        t.grad = None
-    decay = [P[n] for n, _, d in shapes if d]
-    keep = [P[n] for n, _, d in shapes if not d]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": WD}, {"params": keep, "weight_decay": 0.0}],
-                            lr=LR, betas=BETAS, eps=ADAM_EPS)
-    losses = []
-    for _ in range(STEPS):
-        opt.zero_grad()
-        loss = forward(P, tt, tg)
-        losses.append(float(loss))
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(list(P.values()), CLIP)
-        opt.step()
-
     meta = [
         ("general.architecture", gg.STRING, "llama"),
         ("llama.context_length", gg.UINT32, CTX), ("llama.embedding_length", gg.UINT32, D),
@@ -131,21 +109,9 @@ def main():
         ("llama.rope.dimension_count", gg.UINT32, N_ROT),
         ("llama.attention.layer_norm_rms_epsilon", gg.FLOAT32, EPS),
         ("test.vocab", gg.UINT32, V), ("test.batch", gg.UINT32, B),
-        ("test.loss", gg.FLOAT64, loss0),
-        ("test.adam.lr", gg.FLOAT64, LR), ("test.adam.beta1", gg.FLOAT64, BETAS[0]),
-        ("test.adam.beta2", gg.FLOAT64, BETAS[1]), ("test.adam.eps", gg.FLOAT64, ADAM_EPS),
-        ("test.adam.weight_decay", gg.FLOAT64, WD), ("test.adam.clip", gg.FLOAT64, CLIP),
-        ("test.adam.losses", (gg.ARRAY, gg.FLOAT64), losses),
     ]
-    tensors = [("tokens", tokens.reshape(-1)), ("targets", targets.reshape(-1))]
-    for n, _, _ in shapes:
-        tensors.append((n, init[n]))
-        tensors.append(("grad." + n, grads[n].astype(np.float32)))
-        tensors.append(("adam%d.%s" % (STEPS, n), P[n].detach().numpy().astype(np.float32)))
     out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "train", "tiny_llama_reference.gguf")
-    gg.write_gguf(out, meta, tensors)
-    print("wrote", os.path.normpath(out), "loss %.6f" % loss0, "adam losses", " ".join("%.6f" % x for x in losses))
-
+    write_fixture(os.path.normpath(out), shapes, init, forward, tokens, targets, meta)
 
 if __name__ == "__main__":
     main()

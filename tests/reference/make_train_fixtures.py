@@ -23,10 +23,10 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gguf_io as gg  # noqa: E402
+from torch_train_fixture import write_fixture  # noqa: E402
 
 V, CTX, D, H, L, FF, B = 11, 7, 12, 3, 2, 20, 3
 EPS = 1e-5
-LR, BETAS, ADAM_EPS, WD, CLIP, STEPS = 1e-2, (0.9, 0.95), 1e-8, 0.1, 1.0, 3
 
 
 def param_shapes():
@@ -84,49 +84,15 @@ def main():
     targets[1, 3] = -1  # a padding position
     targets[2, 0] = -1
 
-    P = {n: torch.tensor(init[n], dtype=torch.float64, requires_grad=True) for n, _, _ in shapes}
-    tt, tg = torch.tensor(tokens, dtype=torch.long), torch.tensor(targets, dtype=torch.long)
-    loss = forward(P, tt, tg)
-    loss.backward()
-    grads = {n: P[n].grad.detach().numpy().copy() for n, _, _ in shapes}
-    loss0 = float(loss)
-
-    for t in P.values():
-        t.grad = None
-    decay = [P[n] for n, _, d in shapes if d]
-    keep = [P[n] for n, _, d in shapes if not d]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": WD}, {"params": keep, "weight_decay": 0.0}],
-                            lr=LR, betas=BETAS, eps=ADAM_EPS)
-    losses = []
-    for _ in range(STEPS):
-        opt.zero_grad()
-        loss = forward(P, tt, tg)
-        losses.append(float(loss))
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(list(P.values()), CLIP)
-        opt.step()
-
     meta = [
         ("general.architecture", gg.STRING, "gpt2"),
         ("gpt2.context_length", gg.UINT32, CTX), ("gpt2.embedding_length", gg.UINT32, D),
         ("gpt2.feed_forward_length", gg.UINT32, FF), ("gpt2.block_count", gg.UINT32, L),
         ("gpt2.attention.head_count", gg.UINT32, H), ("gpt2.attention.layer_norm_epsilon", gg.FLOAT32, EPS),
         ("test.vocab", gg.UINT32, V), ("test.batch", gg.UINT32, B),
-        ("test.loss", gg.FLOAT64, loss0),
-        ("test.adam.lr", gg.FLOAT64, LR), ("test.adam.beta1", gg.FLOAT64, BETAS[0]),
-        ("test.adam.beta2", gg.FLOAT64, BETAS[1]), ("test.adam.eps", gg.FLOAT64, ADAM_EPS),
-        ("test.adam.weight_decay", gg.FLOAT64, WD), ("test.adam.clip", gg.FLOAT64, CLIP),
-        ("test.adam.losses", (gg.ARRAY, gg.FLOAT64), losses),
     ]
-    tensors = [("tokens", tokens.reshape(-1)), ("targets", targets.reshape(-1))]
-    for n, _, _ in shapes:
-        tensors.append((n, init[n]))
-        tensors.append(("grad." + n, grads[n].astype(np.float32)))
-        tensors.append(("adam%d.%s" % (STEPS, n), P[n].detach().numpy().astype(np.float32)))
     out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "train", "tiny_gpt_reference.gguf")
-    gg.write_gguf(out, meta, tensors)
-    print("wrote", os.path.normpath(out), "loss %.6f" % loss0, "adam losses", " ".join("%.6f" % x for x in losses))
-
+    write_fixture(os.path.normpath(out), shapes, init, forward, tokens, targets, meta)
 
 if __name__ == "__main__":
     main()
