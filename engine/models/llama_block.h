@@ -7,7 +7,16 @@
 
 namespace kiln {
 
+// The scalings some of llama's family put into the same block (as llama.cpp's
+// build_llama does for MiniCPM and Granite); 0 leaves that place unscaled.
+struct LlamaBlockScales {
+    float embedding = 0.0f;  // the token embeddings are multiplied by it
+    float residual = 0.0f;   // each sublayer's output, before it joins the residual stream
+    float logit = 0.0f;      // the logits are divided by it
+};
+
 // Appends the forward pass; returns the logits [n_vocab, n] ([n_vocab, 1] when ctx.last_only).
-NodeId llama_forward(Graph& g, const arch::LlamaParams& p, const arch::LlamaTensors<NodeId>& w, const BlockContext& ctx);
+NodeId llama_forward(Graph& g, const arch::LlamaParams& p, const arch::LlamaTensors<NodeId>& w, const BlockContext& ctx,
+                     const LlamaBlockScales& scales = {});
 
 }  // namespace kiln

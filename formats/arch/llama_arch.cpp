@@ -9,34 +9,39 @@ namespace kiln::arch {
 
 namespace {
 
-constexpr const char* kContextLength = "llama.context_length";
-constexpr const char* kEmbeddingLength = "llama.embedding_length";
-constexpr const char* kFeedForwardLength = "llama.feed_forward_length";
-constexpr const char* kBlockCount = "llama.block_count";
-constexpr const char* kHeadCount = "llama.attention.head_count";
-constexpr const char* kHeadCountKv = "llama.attention.head_count_kv";
-constexpr const char* kRopeDimensionCount = "llama.rope.dimension_count";
-constexpr const char* kRmsEpsilon = "llama.attention.layer_norm_rms_epsilon";
-constexpr const char* kRopeFreqBase = "llama.rope.freq_base";
+// The keys after "<architecture>.", as llama.cpp names them for every architecture.
+constexpr const char* kContextLength = "context_length";
+constexpr const char* kEmbeddingLength = "embedding_length";
+constexpr const char* kFeedForwardLength = "feed_forward_length";
+constexpr const char* kBlockCount = "block_count";
+constexpr const char* kHeadCount = "attention.head_count";
+constexpr const char* kHeadCountKv = "attention.head_count_kv";
+constexpr const char* kRopeDimensionCount = "rope.dimension_count";
+constexpr const char* kRmsEpsilon = "attention.layer_norm_rms_epsilon";
+constexpr const char* kRopeFreqBase = "rope.freq_base";
 constexpr float kDefaultRopeBase = 10000.0f;  // llama.cpp's, when the key is absent
 
 }  // namespace
 
-LlamaParams LlamaParams::read(const MetadataView& f) {
+std::string LlamaParams::key(std::string_view suffix) const { return fmt::format("{}.{}", arch, suffix); }
+
+LlamaParams LlamaParams::read(const MetadataView& f, std::string_view architecture) {
     const std::string arch = f.get_string("general.architecture");
-    if (arch != kLlama) fail("model", "{}: architecture '{}' is not llama", f.name(), arch);
+    if (arch != architecture) fail("model", "{}: architecture '{}' is not {}", f.name(), arch, architecture);
     LlamaParams p;
+    p.arch = arch;
+    const auto key = [&](const char* suffix) { return p.key(suffix); };
     p.name = string_or(f, "general.name", "");
-    p.dim = positive(f, kEmbeddingLength);
-    p.n_layers = positive(f, kBlockCount);
-    p.n_heads = positive(f, kHeadCount);
-    p.n_kv_heads = positive_or(f, kHeadCountKv, p.n_heads);
-    p.ffn_dim = positive(f, kFeedForwardLength);
-    p.n_ctx_train = positive(f, kContextLength);
+    p.dim = positive(f, key(kEmbeddingLength));
+    p.n_layers = positive(f, key(kBlockCount));
+    p.n_heads = positive(f, key(kHeadCount));
+    p.n_kv_heads = positive_or(f, key(kHeadCountKv), p.n_heads);
+    p.ffn_dim = positive(f, key(kFeedForwardLength));
+    p.n_ctx_train = positive(f, key(kContextLength));
     if (p.dim % p.n_heads != 0) fail("model", "{}: width {} is not a multiple of {} heads", f.name(), p.dim, p.n_heads);
-    p.n_rot = positive_or(f, kRopeDimensionCount, p.head_dim());
-    p.norm_eps = number_or(f, kRmsEpsilon, p.norm_eps);
-    p.rope_base = number_or(f, kRopeFreqBase, kDefaultRopeBase);
+    p.n_rot = positive_or(f, key(kRopeDimensionCount), p.head_dim());
+    p.norm_eps = number_or(f, key(kRmsEpsilon), p.norm_eps);
+    p.rope_base = number_or(f, key(kRopeFreqBase), kDefaultRopeBase);
 
     // llama.cpp has no vocabulary-size key for llama: the embedding's columns are the vocabulary.
     const std::string embd_name = llama_tensor_specs(p).front().name;
@@ -55,30 +60,30 @@ void LlamaParams::validate(const std::string& where) const {
     if (n_kv_heads < 1 || n_heads % n_kv_heads != 0)
         fail("model", "{}: {} heads cannot share {} key/value heads", where, n_heads, n_kv_heads);
     if (n_rot > head_dim() || n_rot % 2 != 0)
-        fail("model", "{}: {} {} does not fit heads of {}", where, kRopeDimensionCount, n_rot, head_dim());
+        fail("model", "{}: {} {} does not fit heads of {}", where, key(kRopeDimensionCount), n_rot, head_dim());
 }
 
 std::vector<GgufEntry> LlamaParams::metadata(LlamaKeyOrder order) const {
     const auto u32 = [](int64_t v) { return GgufValue(static_cast<uint32_t>(v)); };
     std::vector<GgufEntry> md = {
-        {"general.architecture", GgufValue(std::string(kLlama))},
+        {"general.architecture", GgufValue(arch)},
         {"general.name", GgufValue(name)},
-        {kContextLength, u32(n_ctx_train)},
-        {kEmbeddingLength, u32(dim)},
-        {kFeedForwardLength, u32(ffn_dim)},
+        {key(kContextLength), u32(n_ctx_train)},
+        {key(kEmbeddingLength), u32(dim)},
+        {key(kFeedForwardLength), u32(ffn_dim)},
     };
     if (order == LlamaKeyOrder::HfConverter) {
-        md.push_back({kHeadCount, u32(n_heads)});
-        md.push_back({kHeadCountKv, u32(n_kv_heads)});
-        md.push_back({kBlockCount, u32(n_layers)});
+        md.push_back({key(kHeadCount), u32(n_heads)});
+        md.push_back({key(kHeadCountKv), u32(n_kv_heads)});
+        md.push_back({key(kBlockCount), u32(n_layers)});
     } else {
-        md.push_back({kBlockCount, u32(n_layers)});
-        md.push_back({kHeadCount, u32(n_heads)});
-        md.push_back({kHeadCountKv, u32(n_kv_heads)});
+        md.push_back({key(kBlockCount), u32(n_layers)});
+        md.push_back({key(kHeadCount), u32(n_heads)});
+        md.push_back({key(kHeadCountKv), u32(n_kv_heads)});
     }
-    md.push_back({kRopeDimensionCount, u32(n_rot)});
-    md.push_back({kRmsEpsilon, GgufValue(norm_eps)});
-    if (rope_base != kDefaultRopeBase) md.push_back({kRopeFreqBase, GgufValue(rope_base)});
+    md.push_back({key(kRopeDimensionCount), u32(n_rot)});
+    md.push_back({key(kRmsEpsilon), GgufValue(norm_eps)});
+    if (rope_base != kDefaultRopeBase) md.push_back({key(kRopeFreqBase), GgufValue(rope_base)});
     return md;
 }
 

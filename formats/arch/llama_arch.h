@@ -24,7 +24,10 @@ enum class LlamaKeyOrder {
     Llama2cConverter, // convert-llama2c-to-ggml (stories260K.gguf)
 };
 
+// The hyper-parameters of llama and of the architectures llama.cpp builds
+// with the same block and tensors (their keys under their own name).
 struct LlamaParams {
+    std::string arch = std::string(kLlama);  // general.architecture: the keys' prefix
     std::string name;      // general.name
     int64_t n_vocab = 0;   // columns of token_embd.weight (llama.cpp stores no key for it)
     int64_t n_ctx_train = 0;
@@ -41,9 +44,14 @@ struct LlamaParams {
     int64_t kv_dim() const noexcept { return n_kv_heads * head_dim(); }
 
     // Reads and checks the hyper-parameters of a file whose general.architecture
-    // is llama; n_vocab from token_embd.weight. kiln::Error("model") naming what is wrong.
-    static LlamaParams read(const MetadataView& f);
-    static LlamaParams read(const GgufFile& f) { return read(FileMetadata(f)); }
+    // is `architecture` (llama, or one of its family: the same keys under its
+    // name); n_vocab from token_embd.weight. kiln::Error("model") naming what is wrong.
+    static LlamaParams read(const MetadataView& f, std::string_view architecture = kLlama);
+    static LlamaParams read(const GgufFile& f, std::string_view architecture = kLlama) {
+        return read(FileMetadata(f), architecture);
+    }
+    // "<arch>.<suffix>": the metadata key of this architecture.
+    std::string key(std::string_view suffix) const;
     // Checks sizes that must fit each other; where starts messages.
     void validate(const std::string& where) const;
     // general.architecture, general.name and the llama.* keys, as llama.cpp writes them
