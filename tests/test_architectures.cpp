@@ -132,8 +132,8 @@ TEST_CASE("the loader names an architecture it does not run and lists those it d
     md[0].value = GgufValue("mamba");
     std::vector<std::vector<std::byte>> data;
     const auto file = file_of(md, arch::llama_tensor_specs(p), false, data);
-    CHECK_THROWS_WITH(load_causal_lm(file),
-                      Catch::Contains("architecture 'mamba' is not supported (supported: llama, gpt2, transformer)"));
+    CHECK_THROWS_WITH(load_causal_lm(file), Catch::Contains("architecture 'mamba' is not supported (supported: llama, gpt2") &&
+                                                Catch::Contains("transformer)"));
     CHECK_THROWS_WITH(check_model(*file), Catch::Contains("architecture 'mamba' is not supported"));
     CHECK_THROWS_WITH(load_seq2seq(file), Catch::Contains("'mamba' is not an encoder-decoder model"));
 }

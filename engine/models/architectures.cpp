@@ -13,7 +13,8 @@ namespace kiln {
 // files and one line here.
 #define KILN_DECODER_ARCHITECTURES(X) \
     X(llama)                          \
-    X(gpt2)
+    X(gpt2)                           \
+    X(minicpm)
 
 #define KILN_DECLARE_DECODER(name) std::unique_ptr<DecoderArch> load_##name##_decoder(const GgufFile& file);
 KILN_DECODER_ARCHITECTURES(KILN_DECLARE_DECODER)
