@@ -104,6 +104,9 @@ TEST_CASE("sequences of different lengths in one batch give the logits of separa
 }
 
 TEST_CASE("load_causal_lm names the architectures it knows", "[slots]") {
+    std::string supported = "supported: ";
+    for (const std::string& name : decoder_architectures()) supported += name + ", ";
+    CHECK(supported.starts_with("supported: llama, gpt2, "));
     CHECK_THROWS_WITH(load_causal_lm(open_model(test::fixtures_dir() / "gpt2" / "tiny_expected.gguf")),
-                      Catch::Contains("supported: llama, gpt2, transformer"));
+                      Catch::Contains(supported + "transformer)"));
 }
