@@ -114,7 +114,7 @@ TEST_CASE("kiln-train: 8 steps equal 4 steps, --resume, 4 more", "[train][cli]")
     CHECK(GgufFile::open(dir.path / "q.gguf").get_tensor("blk.0.ffn_norm.weight").type == DType::F32);
 }
 
-TEST_CASE("kiln-train --arch llama: 8 steps equal 4 steps, --resume, 4 more; the file runs in kiln", "[train][cli]") {
+TEST_CASE("kiln-train --arch llama: 8 steps equal 4 steps, --resume, 4 more, and the file runs in kiln", "[train][cli]") {
     TempDir dir("kiln-train-llama");
     const fs::path text = small_text(dir);
     const std::string llama = " " + kSmall + " --arch llama --heads 4 --kv-heads 2";
