@@ -20,6 +20,15 @@ struct ParamTensor {
 
 class ParamModel {
 public:
+    // Trainers own their model as a ParamModel (causal_lm_trainer.h): the
+    // destructor must reach the architecture's own.
+    ParamModel() = default;
+    ParamModel(const ParamModel&) = default;
+    ParamModel(ParamModel&&) = default;
+    ParamModel& operator=(const ParamModel&) = default;
+    ParamModel& operator=(ParamModel&&) = default;
+    virtual ~ParamModel() = default;
+
     const std::vector<ParamTensor>& tensors() const noexcept { return tensors_; }
     std::vector<ParamSegment> segments() const;
     std::vector<float>& data() noexcept { return data_; }
