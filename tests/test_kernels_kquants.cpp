@@ -242,7 +242,7 @@ TEST_CASE("kquants: every kernel set matches the scalar set", "[kquant_kernels]"
         REQUIRE(matmul_supports(type));
         REQUIRE(vec_dot_type(type) == DType::Q8_K);
         for (int64_t k : {256, 512, 2816}) {
-            for (int64_t n_tokens : {1, 2, 3, 5, 17, 33}) {
+            for (int64_t n_tokens : {1, 2, 3, 5, 8, 17, 33}) {
                 const Problem p = make_problem(type, k, 37, n_tokens, seed++);
                 const std::vector<float> expected = run(scalar_matmul_kernels(), p);
                 for (const MatmulKernels* set : available_matmul_kernels()) {

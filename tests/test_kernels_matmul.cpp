@@ -13,7 +13,7 @@
 //    roundings of Σ|w·x| (1.2e-5 for 4128 columns); in practice the error is a
 //    random walk (largest seen: 1.3e-7), and the test allows 1e-6. (Float
 //    sets: largest seen 2.3e-7 against the 1e-5 allowed.)
-//  * prepare_row of every set against quant::q8_0_from_float_ref, byte for byte,
+//  * prepare_row of every set against quant::q8_0_from_float_ref (and Q8_K's), byte for byte,
 //    on random rows, exact rounding ties and special values.
 //  * The kernel-set selection behind KILN_KERNELS.
 #include <algorithm>
@@ -371,6 +371,24 @@ TEST_CASE("matmul: prepare_row matches the reference quantizer byte for byte", "
             INFO(set->name << " prepare_row for " << kiln::dtype_name(type));
             CHECK(mismatched_rows == 0);
         }
+        // K-quant weights: Q8_K rows (256-element blocks, padded with zeros),
+        // byte for byte, including a block whose largest magnitude occurs
+        // first negative, then positive (the first one sets the sign).
+        int64_t mismatched_q8_k = 0;
+        std::vector<std::vector<float>> k_rows = rows;
+        k_rows.emplace_back(256, 0.25f);
+        k_rows.back()[10] = -5.0f;
+        k_rows.back()[200] = 5.0f;
+        for (auto x : k_rows) {
+            x.resize((x.size() + 255) / 256 * 256, 0.0f);
+            const auto k = static_cast<int64_t>(x.size());
+            std::vector<std::byte> want(prepared_row_bytes(DType::Q4_K, k)), got(want.size(), std::byte{0xEE});
+            kiln::quant::q8_k_from_float_ref(x.data(), want.data(), k);
+            set->prepare_row(DType::Q4_K, x.data(), k, got.data());
+            if (want != got) ++mismatched_q8_k;
+        }
+        INFO(set->name << " prepare_row for q4_K");
+        CHECK(mismatched_q8_k == 0);
         // Float weights: the prepared row is the activations themselves.
         std::vector<float> x(33);
         for (float& v : x) v = normal(rng);

@@ -13,9 +13,11 @@
 #include "engine/kernels/simd.h"
 
 #include <cfloat>
+#include <cmath>
 #include <cstring>
 
 #include "engine/kernels/matmul_float_simd.h"
+#include "engine/quant/blocks.h"
 #include "engine/quant/reference.h"
 
 namespace kiln::kernels::detail {
@@ -146,12 +148,61 @@ void quantize_block_q8_0(const float* x, std::byte* out) noexcept {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 18), _mm512_cvtepi32_epi8(q1));
 }
 
+// One Q8_K block from 256 floats, byte-identical to quant::q8_k_from_float_ref:
+// the first element of the largest magnitude sets iscale = -127 / max, each
+// code is iscale * x rounded to nearest even (vcvtps2dq in the default
+// rounding mode, which is ggml's nearest_int at these magnitudes) and capped at
+// 127, and each 16 codes are summed. Blocks with a NaN or infinity, or whose
+// iscale overflows, take the reference path.
+void quantize_block_q8_k(const float* x, std::byte* out) noexcept {
+    __m512 v[16];
+    __m512 amax_v = _mm512_setzero_ps();
+    __mmask16 nan = 0;
+    for (int i = 0; i < 16; ++i) {
+        v[i] = _mm512_loadu_ps(x + 16 * i);
+        nan |= _mm512_cmp_ps_mask(v[i], v[i], _CMP_UNORD_Q);
+        amax_v = _mm512_max_ps(amax_v, _mm512_abs_ps(v[i]));
+    }
+    const float amax = _mm512_reduce_max_ps(amax_v);
+    quant::BlockQ8_K block{};
+    if (amax == 0.0f && nan == 0) {
+        std::memcpy(out, &block, sizeof(block));
+        return;
+    }
+    float max = 0.0f;
+    for (int i = 0; i < 16; ++i) {
+        const __mmask16 at = _mm512_cmp_ps_mask(_mm512_abs_ps(v[i]), _mm512_set1_ps(amax), _CMP_EQ_OQ);
+        if (at != 0) {
+            max = x[16 * i + __builtin_ctz(at)];
+            break;
+        }
+    }
+    const float iscale = -127.0f / max;
+    if (nan != 0 || !(amax <= FLT_MAX) || !(std::fabs(iscale) <= FLT_MAX)) {
+        quant::q8_k_from_float_ref(x, out, 256);
+        return;
+    }
+    const __m512 scale = _mm512_set1_ps(iscale);
+    for (int i = 0; i < 16; ++i) {
+        const __m512i q = _mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(v[i], scale)), _mm512_set1_epi32(127));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(block.qs + 16 * i), _mm512_cvtepi32_epi8(q));
+        block.bsums[i] = static_cast<int16_t>(_mm512_reduce_add_epi32(q));
+    }
+    block.d = 1.0f / iscale;
+    std::memcpy(out, &block, sizeof(block));
+}
+
 void avx512_prepare_row(DType weight_type, const float* x, int64_t k, void* out) noexcept {
     assert(matmul_supports(weight_type) && k % type_traits(weight_type).block_size == 0);
     const DType prepared = vec_dot_type(weight_type);
+    if (prepared == DType::Q8_K) {
+        auto* dst = static_cast<std::byte*>(out);
+        for (int64_t b = 0; b < k / 256; ++b) quantize_block_q8_k(x + b * 256, dst + b * sizeof(quant::BlockQ8_K));
+        return;
+    }
     if (prepared != DType::Q8_0) {
-        // Float activations are copied; the other activation types (Q8_K, Q8_1)
-        // use the reference quantizer until this set has a faster one.
+        // Float activations are copied; Q8_1 activations use the reference
+        // quantizer until this set has a faster one.
         type_traits(prepared).from_float_ref(x, out, k);
         return;
     }

@@ -19,10 +19,15 @@ bool avx512_quant_matmul(DType type, int64_t k, const void* w, size_t w_stride, 
                          const void* x, size_t x_stride, int64_t n_tokens, float* out, int64_t out_stride,
                          const RowClaims* claims) noexcept;
 // matmul for Q2_K..Q6_K weights against Q8_K-prepared activations
-// (matmul_avx512_kquants.cpp). Needs no scratch; always returns true.
+// (matmul_avx512_kquants.cpp); from 8 tokens on it runs the GEMM below and returns its result.
 bool avx512_kquant_matmul(DType type, int64_t k, const void* w, size_t w_stride, int64_t r0, int64_t r1,
                           const void* x, size_t x_stride, int64_t n_tokens, float* out, int64_t out_stride,
                           const RowClaims* claims) noexcept;
+// The K-quant GEMM for many tokens (matmul_avx512_kquant_gemm.cpp). Returns
+// false (having written nothing) when its scratch memory could not be had.
+bool avx512_kquant_gemm(DType type, int64_t k, const void* w, size_t w_stride, int64_t r0, int64_t r1,
+                        const void* x, size_t x_stride, int64_t n_tokens, float* out, int64_t out_stride,
+                        const RowClaims* claims) noexcept;
 #endif
 
 }  // namespace kiln::kernels::detail
