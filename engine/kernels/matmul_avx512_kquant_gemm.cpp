@@ -126,7 +126,8 @@ void gemm_tile(int64_t nb, const PanelBlock* panel, const std::byte* tile, float
         const PanelBlock* pb = panel + i * R;
         const std::byte* xb = tile + i * L::kBytes;
         __m512i isum[R][V];
-#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r)
+            for (int v = 0; v < V; ++v) isum[r][v] = _mm512_setzero_si512();
         for (int g = 0; g < 256 / kGroup; ++g) {
             __m512i p[R][V];
             for (int r = 0; r < R; ++r)
@@ -144,7 +145,7 @@ void gemm_tile(int64_t nb, const PanelBlock* panel, const std::byte* tile, float
                 const __m512i s = _mm512_set1_epi32(pb[r].scales[g * kGroup / 16]);
                 for (int v = 0; v < V; ++v) {
                     const __m512i scaled = _mm512_mullo_epi32(p[r][v], s);
-                    isum[r][v] = g == 0 ? scaled : _mm512_add_epi32(isum[r][v], scaled);
+                    isum[r][v] = _mm512_add_epi32(isum[r][v], scaled);
                 }
             }
         }

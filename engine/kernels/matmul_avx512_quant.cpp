@@ -54,6 +54,7 @@ inline float half_at(const std::byte* p) noexcept {
 // ---------------------------------------------------------------- decode path
 
 constexpr int kDotRows = 4;
+constexpr int64_t kPrefetchBytes = 8192;
 constexpr int kDotTokens = 4;
 
 // The decode kernel works on units of blocks that fill one 512-bit vector of
@@ -197,6 +198,10 @@ void quant_dot_tile(int64_t nb, const std::byte* w, size_t w_stride, const std::
 
     const std::byte* wr[R];
     for (int r = 0; r < R; ++r) wr[r] = w + r * w_stride;
+    // The same blocks of a later tile, at least kPrefetchBytes ahead in the
+    // contiguous weight stream (one tile ahead is too close for short rows).
+    const int64_t tile_bytes = R * static_cast<int64_t>(w_stride);
+    const int64_t ahead_bytes = std::max<int64_t>(1, kPrefetchBytes / tile_bytes) * tile_bytes;
     __m512 acc[R][T];
     for (int r = 0; r < R; ++r)
         for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
@@ -223,9 +228,9 @@ void quant_dot_tile(int64_t nb, const std::byte* w, size_t w_stride, const std::
             const __m512i lanes = _mm512_add_epi32(unit_lanes, _mm512_set1_epi32(static_cast<int>(j * U::kBlocks)));
             const std::byte* xu = xa + (b / U::kBlocks) * U::kBytes;
             for (int r = 0; r < R; ++r) {
-                // The next tile's row r at the same blocks (see matmul_float_simd.h):
-                // its first and last byte, since a unit may straddle 3 lines.
-                const std::byte* ahead = wr[r] + R * static_cast<int64_t>(w_stride) + b * BB;
+                // A later tile's row r at the same blocks: the unit's first and
+                // last byte, since a unit may straddle 3 lines.
+                const std::byte* ahead = wr[r] + ahead_bytes + b * BB;
                 __builtin_prefetch(ahead, 0, 3);
                 __builtin_prefetch(ahead + U::kBlocks * BB - 1, 0, 3);
                 const WeightUnit<W> wu = load_weight_unit<W>(wr[r] + b * BB, present);
