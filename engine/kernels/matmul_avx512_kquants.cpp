@@ -57,6 +57,7 @@ void kquant_tile(int64_t nb, const std::byte* w, size_t w_stride, const std::byt
     for (int r = 0; r < R; ++r)
         for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
+#pragma GCC unroll 4
         for (int r = 0; r < R; ++r) {
             const std::byte* blk = w + r * static_cast<int64_t>(w_stride) + i * BB;
             const std::byte* ahead = blk + ahead_bytes;
