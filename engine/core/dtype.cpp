@@ -53,6 +53,12 @@ constexpr std::array kTypes = {
     TypeTraits{DType::MXFP4, "mxfp4", 32, 17, true, nullptr, nullptr},
 };
 
+// Interleaved layouts: the bytes of 16 rows of the plain type, rearranged; a
+// single row has no conversion of its own.
+constexpr std::array kInterleavedTypes = {
+    TypeTraits{DType::Q4_K_R16, "q4_K_r16", kQK_K, sizeof(BlockQ4_K), true, nullptr, nullptr},
+};
+
 constexpr bool sorted_by_id() {
     for (size_t i = 1; i < kTypes.size(); ++i)
         if (static_cast<uint32_t>(kTypes[i - 1].type) >= static_cast<uint32_t>(kTypes[i].type)) return false;
@@ -69,7 +75,12 @@ const TypeTraits* find_type_traits(uint32_t id) noexcept {
     return &*it;
 }
 
-const TypeTraits& type_traits(DType type) noexcept { return *find_type_traits(static_cast<uint32_t>(type)); }
+const TypeTraits& type_traits(DType type) noexcept {
+    if (const TypeTraits* t = find_type_traits(static_cast<uint32_t>(type))) return *t;
+    for (const TypeTraits& t : kInterleavedTypes)
+        if (t.type == type) return t;
+    return kTypes.front();  // unreachable for a DType value
+}
 
 std::span<const TypeTraits> all_type_traits() noexcept { return kTypes; }
 

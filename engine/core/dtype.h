@@ -44,6 +44,10 @@ enum class DType : uint32_t {
     TQ1_0 = 34,
     TQ2_0 = 35,
     MXFP4 = 39,
+    // kiln's own in-memory layouts, never in a file: a K-quant tensor's rows
+    // interleaved 16 at a time for the kernels (quant/interleave.h). Their ids
+    // are outside ggml's range, and find_type_traits never returns them.
+    Q4_K_R16 = 0x10000 + 12,
 };
 
 // Converts n elements (a multiple of block_size) of this type to float.

@@ -9,6 +9,7 @@
 #include <new>
 
 #include "engine/kernels/matmul_impl.h"
+#include "engine/quant/interleave.h"
 
 namespace kiln::kernels {
 
@@ -26,6 +27,7 @@ DType vec_dot_type(DType weight_type) noexcept {
         case DType::Q2_K:
         case DType::Q3_K:
         case DType::Q4_K:
+        case DType::Q4_K_R16:
         case DType::Q5_K:
         case DType::Q6_K: return DType::Q8_K;
         default: return DType::F32;
@@ -53,10 +55,16 @@ bool matmul_supports(DType weight_type) noexcept {
         case DType::Q2_K:
         case DType::Q3_K:
         case DType::Q4_K:
+        case DType::Q4_K_R16:
         case DType::Q5_K:
         case DType::Q6_K: return true;
         default: return false;
     }
+}
+
+std::optional<DType> weight_layout(const MatmulKernels& set, DType type, int64_t rows) noexcept {
+    if (!set.runs_interleaved || rows % quant::kInterleaveRows != 0) return std::nullopt;
+    return quant::interleaved_type(type);
 }
 
 namespace {

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 
@@ -46,8 +47,13 @@ struct RowClaims {
 // static or claimed) hand out whole tiles, so that every output row gets the
 // same arithmetic whichever thread computes it: results are the same bits for
 // any thread count.
+// Interleaved weights (16 rows together) are computed a whole group at a time.
 inline constexpr int64_t kGemmMinTokens = 4;
-constexpr int64_t matmul_row_tile(int64_t n_tokens) noexcept { return n_tokens >= kGemmMinTokens ? 32 : 4; }
+constexpr int64_t matmul_row_tile(DType weight_type, int64_t n_tokens) noexcept {
+    if (n_tokens >= kGemmMinTokens) return 32;
+    // kiln's own layouts have ids from 0x10000 on (dtype.h).
+    return static_cast<uint32_t>(weight_type) >= 0x10000 ? 16 : 4;
+}
 
 struct MatmulKernels {
     std::string_view name;  // "scalar", "avx2", "avx512-vnni", ...
@@ -65,10 +71,21 @@ struct MatmulKernels {
     void (*matmul)(DType weight_type, int64_t k, const void* w, size_t w_stride, int64_t r0, int64_t r1,
                    const void* x, size_t x_stride, int64_t n_tokens, float* out, int64_t out_stride,
                    const RowClaims* claims);
+
+    // Whether this set has fast kernels for the interleaved layouts
+    // (quant/interleave.h), so that the loader should rearrange weights for it.
+    bool runs_interleaved = false;
 };
 
-// Whether kiln can multiply with weights of this type (F32, F16, BF16, Q8_0, Q4_0,
-// Q2_K, Q3_K, Q4_K, Q5_K, Q6_K).
+// The layout a matrix of `rows` rows of `type` should be stored in for `set`:
+// its interleaved layout when the set runs one and the rows fill whole groups;
+// nullopt to keep the file's.
+std::optional<DType> weight_layout(const MatmulKernels& set, DType type, int64_t rows) noexcept;
+
+// Whether kiln can multiply with weights of this type (F32, F16, BF16, the
+// legacy quants, IQ4_NL/XS, Q2_K..Q6_K and the interleaved layouts). W rows of
+// an interleaved type are addressed as the plain type's rows: w_stride is the
+// plain row's bytes, and r0 / r1 are multiples of 16 (matmul_row_tile).
 bool matmul_supports(DType weight_type) noexcept;
 
 // The plain scalar reference set (always available).

@@ -237,13 +237,17 @@ void avx512_matmul(DType type, int64_t k, const void* w, size_t w_stride, int64_
         case DType::Q6_K:
             done = avx512_kquant_matmul(type, k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride, claims);
             break;
+        case DType::Q4_K_R16:
+            done = avx512_interleaved_matmul(type, k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride,
+                                             claims);
+            break;
         default: break;  // types this set has no kernel for run the scalar reference
     }
     if (!done)
         scalar_matmul_kernels().matmul(type, k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride, claims);
 }
 
-constexpr MatmulKernels kAvx512Vnni{"avx512-vnni", avx512_prepare_row, avx512_matmul};
+constexpr MatmulKernels kAvx512Vnni{"avx512-vnni", avx512_prepare_row, avx512_matmul, true};
 
 }  // namespace
 

@@ -28,6 +28,11 @@ bool avx512_kquant_matmul(DType type, int64_t k, const void* w, size_t w_stride,
 bool avx512_kquant_gemm(DType type, int64_t k, const void* w, size_t w_stride, int64_t r0, int64_t r1,
                         const void* x, size_t x_stride, int64_t n_tokens, float* out, int64_t out_stride,
                         const RowClaims* claims) noexcept;
+// matmul for the interleaved layouts (matmul_avx512_interleaved.cpp): its own
+// decode kernels, the K-quant GEMM from 8 tokens on. Returns false as the GEMM does.
+bool avx512_interleaved_matmul(DType type, int64_t k, const void* w, size_t w_stride, int64_t r0, int64_t r1,
+                               const void* x, size_t x_stride, int64_t n_tokens, float* out, int64_t out_stride,
+                               const RowClaims* claims) noexcept;
 #endif
 
 }  // namespace kiln::kernels::detail

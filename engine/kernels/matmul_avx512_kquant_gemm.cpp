@@ -17,12 +17,15 @@
 // tiles: per super-block the float arithmetic is cvt(isum) * d * dx (less
 // cvt(bsum term) * dmin * dx), and only the float sum over super-blocks is
 // ordered differently from the scalar set. Each row's arithmetic is the same
-// whatever panel, chunk or thread computes it.
+// whatever panel, chunk or thread computes it. Interleaved weights (Q4_K_R16)
+// are put back into plain blocks as they are unpacked; chunks start on whole
+// 16-row groups.
 #include "engine/kernels/matmul_avx512.h"
 
 #if KILN_HAVE_AVX512_VNNI
 
 #include "engine/kernels/matmul_avx512_kquant_unpack.h"
+#include "engine/quant/interleave.h"
 
 #include <algorithm>
 #include <array>
@@ -58,11 +61,23 @@ struct TileLayout {
     static constexpr int64_t kBytes = kScales + V * 64;
 };
 
+// Row r of a chunk: its plain blocks, or (interleaved) row r % 16 of its group.
+struct ChunkRow {
+    const std::byte* base;  // the row, or its group
+    int in_group;           // -1 for a plain row
+};
+
 template <DType T>
-void unpack_row_blocks(const std::byte* w, int64_t nb, PanelBlock* dst, int64_t dst_stride) noexcept {
+void unpack_row_blocks(ChunkRow row, DType layout, int64_t nb, PanelBlock* dst, int64_t dst_stride) noexcept {
+    alignas(64) std::byte plain[kBlockBytes<T>];
     for (int64_t i = 0; i < nb; ++i) {
         Unpacked u;
-        unpack<T>(w + i * kBlockBytes<T>, u);
+        const std::byte* block = row.base + i * kBlockBytes<T>;
+        if (row.in_group >= 0) {
+            quant::deinterleaved_block(layout, row.base, nb * 256, row.in_group, i, plain);
+            block = plain;
+        }
+        unpack<T>(block, u);
         PanelBlock& p = dst[i * dst_stride];
         for (int c = 0; c < 4; ++c) _mm512_store_si512(p.codes + 64 * c, u.codes[c]);
         _mm512_store_si512(p.scales, _mm512_cvtepi16_epi32(u.scales));
@@ -75,12 +90,17 @@ void unpack_row_blocks(const std::byte* w, int64_t nb, PanelBlock* dst, int64_t 
 // Unpacks rows [0, rows) of a chunk into panels of kPanelRows rows, blocks of a
 // panel's rows side by side; rows past `rows` are zero (their results are dropped).
 template <DType T>
-void unpack_chunk(const std::byte* w, size_t w_stride, int rows, int64_t nb, PanelBlock* panels) noexcept {
+void unpack_chunk(const std::byte* w, size_t w_stride, DType layout, int rows, int64_t nb,
+                  PanelBlock* panels) noexcept {
     const int padded = (rows + kPanelRows - 1) / kPanelRows * kPanelRows;
+    const bool interleaved = quant::is_interleaved(layout);
     for (int r = 0; r < padded; ++r) {
         PanelBlock* first = panels + (r / kPanelRows) * nb * kPanelRows + r % kPanelRows;
         if (r < rows) {
-            unpack_row_blocks<T>(w + r * static_cast<int64_t>(w_stride), nb, first, kPanelRows);
+            const int in_group = r % static_cast<int>(quant::kInterleaveRows);
+            const ChunkRow row = interleaved ? ChunkRow{w + (r - in_group) * static_cast<int64_t>(w_stride), in_group}
+                                             : ChunkRow{w + r * static_cast<int64_t>(w_stride), -1};
+            unpack_row_blocks<T>(row, layout, nb, first, kPanelRows);
         } else {
             for (int64_t i = 0; i < nb; ++i) std::memset(&first[i * kPanelRows], 0, sizeof(PanelBlock));
         }
@@ -182,8 +202,9 @@ constexpr int64_t kTileTokens = 2 * kVecTokens;
 constexpr int64_t kTokenBlockBytes = 384 * 1024;
 
 template <DType T>
-bool kquant_gemm(int64_t k, const std::byte* w, size_t w_stride, int64_t r0, int64_t r1, const std::byte* x,
-                 size_t x_stride, int64_t n_tokens, float* out, int64_t out_stride, const RowClaims* claims) noexcept {
+bool kquant_gemm(DType layout, int64_t k, const std::byte* w, size_t w_stride, int64_t r0, int64_t r1,
+                 const std::byte* x, size_t x_stride, int64_t n_tokens, float* out, int64_t out_stride,
+                 const RowClaims* claims) noexcept {
     if (!has_claimable_rows(r0, r1, claims)) return true;
     const int64_t nb = k / 256;
     const int64_t n_tiles = (n_tokens + kTileTokens - 1) / kTileTokens;
@@ -212,7 +233,7 @@ bool kquant_gemm(int64_t k, const std::byte* w, size_t w_stride, int64_t r0, int
     for_each_claimed(r0, r1, claims, [&](int64_t a, int64_t b) {
         for (int64_t c0 = a; c0 < b; c0 += kChunkRows) {
             const int rows = static_cast<int>(std::min(kChunkRows, b - c0));
-            unpack_chunk<T>(w + c0 * static_cast<int64_t>(w_stride), w_stride, rows, nb, panels);
+            unpack_chunk<T>(w + c0 * static_cast<int64_t>(w_stride), w_stride, layout, rows, nb, panels);
             for (int64_t tb = 0; tb < n_tiles; tb += block_tiles) {
                 const int64_t tb_end = std::min(n_tiles, tb + block_tiles);
                 for (int p = 0; p * kPanelRows < rows; ++p) {
@@ -248,11 +269,12 @@ bool avx512_kquant_gemm(DType type, int64_t k, const void* w, size_t w_stride, i
     const auto* wb = static_cast<const std::byte*>(w);
     const auto* xb = static_cast<const std::byte*>(x);
     switch (type) {
-        case DType::Q2_K: return kquant_gemm<DType::Q2_K>(k, wb, w_stride, r0, r1, xb, x_stride, n_tokens, out, out_stride, claims);
-        case DType::Q3_K: return kquant_gemm<DType::Q3_K>(k, wb, w_stride, r0, r1, xb, x_stride, n_tokens, out, out_stride, claims);
-        case DType::Q4_K: return kquant_gemm<DType::Q4_K>(k, wb, w_stride, r0, r1, xb, x_stride, n_tokens, out, out_stride, claims);
-        case DType::Q5_K: return kquant_gemm<DType::Q5_K>(k, wb, w_stride, r0, r1, xb, x_stride, n_tokens, out, out_stride, claims);
-        default: return kquant_gemm<DType::Q6_K>(k, wb, w_stride, r0, r1, xb, x_stride, n_tokens, out, out_stride, claims);
+        case DType::Q2_K: return kquant_gemm<DType::Q2_K>(type, k, wb, w_stride, r0, r1, xb, x_stride, n_tokens, out, out_stride, claims);
+        case DType::Q3_K: return kquant_gemm<DType::Q3_K>(type, k, wb, w_stride, r0, r1, xb, x_stride, n_tokens, out, out_stride, claims);
+        case DType::Q4_K:
+        case DType::Q4_K_R16: return kquant_gemm<DType::Q4_K>(type, k, wb, w_stride, r0, r1, xb, x_stride, n_tokens, out, out_stride, claims);
+        case DType::Q5_K: return kquant_gemm<DType::Q5_K>(type, k, wb, w_stride, r0, r1, xb, x_stride, n_tokens, out, out_stride, claims);
+        default: return kquant_gemm<DType::Q6_K>(type, k, wb, w_stride, r0, r1, xb, x_stride, n_tokens, out, out_stride, claims);
     }
 }
 

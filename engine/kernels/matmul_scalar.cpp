@@ -13,6 +13,7 @@
 #include "engine/core/half.h"
 #include "engine/kernels/dot_kquants_ref.h"
 #include "engine/kernels/dot_legacy_ref.h"
+#include "engine/quant/interleave.h"
 #include "engine/kernels/matmul_impl.h"
 #include "engine/quant/blocks.h"
 #include "engine/quant/reference.h"
@@ -101,6 +102,36 @@ DotFn dot_for(DType type) noexcept {
     }
 }
 
+// Interleaved weights: each super-block of a row is put back into its plain
+// bytes and dotted alone; summing the per-block results from 0 in order gives
+// the plain reference's float sum bit for bit (its loop adds the same terms).
+void interleaved_matmul(DType weight_type, int64_t k, const void* w, size_t w_stride, int64_t r0, int64_t r1,
+                        const void* x, size_t x_stride, int64_t n_tokens, float* out, int64_t out_stride,
+                        const RowClaims* claims) noexcept {
+    const DType plain = quant::plain_type(weight_type);
+    const DotFn dot = dot_for(plain);
+    const TypeTraits& wt = type_traits(plain);
+    const auto x_block = static_cast<int64_t>(type_traits(vec_dot_type(plain)).block_bytes);
+    const int64_t nb = k / wt.block_size;
+    const auto* wb = static_cast<const std::byte*>(w);
+    const auto* xb = static_cast<const std::byte*>(x);
+    alignas(16) std::byte block[512];
+    detail::for_each_claimed(r0, r1, claims, [&](int64_t a, int64_t b) {
+        for (int64_t t = 0; t < n_tokens; ++t)
+            for (int64_t r = a; r < b; ++r) {
+                const int64_t first = r - r % quant::kInterleaveRows;
+                const std::byte* group = wb + first * static_cast<int64_t>(w_stride);
+                const std::byte* xt = xb + t * static_cast<int64_t>(x_stride);
+                float sum = 0.0f;
+                for (int64_t i = 0; i < nb; ++i) {
+                    quant::deinterleaved_block(weight_type, group, k, static_cast<int>(r - first), i, block);
+                    sum += dot(wt.block_size, block, xt + i * x_block);
+                }
+                out[t * out_stride + r] = sum;
+            }
+    });
+}
+
 void scalar_prepare_row(DType weight_type, const float* x, int64_t k, void* out) noexcept {
     assert(matmul_supports(weight_type) && k % type_traits(weight_type).block_size == 0);
     type_traits(vec_dot_type(weight_type)).from_float_ref(x, out, k);
@@ -110,6 +141,10 @@ void scalar_matmul(DType weight_type, int64_t k, const void* w, size_t w_stride,
                    const void* x, size_t x_stride, int64_t n_tokens, float* out, int64_t out_stride,
                    const RowClaims* claims) noexcept {
     detail::assert_matmul_args(weight_type, k, r0, r1, n_tokens, out_stride, out);
+    if (quant::is_interleaved(weight_type)) {
+        interleaved_matmul(weight_type, k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride, claims);
+        return;
+    }
     const DotFn dot = dot_for(weight_type);
     if (dot == nullptr) return;
     const auto* wb = static_cast<const std::byte*>(w);

@@ -1,6 +1,11 @@
 #include "engine/models/decoder_lm.h"
 
+#include <cstdlib>
+#include <string_view>
+#include <unordered_map>
+
 #include "engine/core/error.h"
+#include "engine/kernels/matmul.h"
 #include "engine/models/model_tensors.h"
 #include "engine/models/slot_decoder.h"
 #include "engine/ops/ops.h"
@@ -49,12 +54,31 @@ private:
     const WeightLeaves& leaves_;
 };
 
+// The matrices to rearrange for the active kernels: every multiplied weight
+// whose type the kernel set runs faster interleaved, except the token
+// embedding (its rows are also looked up one by one). KILN_INTERLEAVE=0 keeps
+// the file's layout everywhere, to compare.
+std::unordered_map<std::string, DType> weight_layouts(const GgufFile& file, const DecoderArch& arch) {
+    std::unordered_map<std::string, DType> layouts;
+    const char* env = std::getenv("KILN_INTERLEAVE");
+    if (env != nullptr && std::string_view(env) == "0") return layouts;
+    const kernels::MatmulKernels& set = kernels::active_matmul_kernels();
+    for (const arch::TensorSpec& spec : arch.tensor_specs()) {
+        if (spec.role != arch::TensorRole::Matrix || spec.name == arch::kTokenEmbedding) continue;
+        const GgufTensor* t = file.find_tensor(spec.name);
+        if (t == nullptr || t->dims.size() != 2) continue;
+        if (const auto layout = kernels::weight_layout(set, t->type, static_cast<int64_t>(t->dims[1])))
+            layouts.emplace(spec.name, *layout);
+    }
+    return layouts;
+}
+
 }  // namespace
 
 DecoderLm::DecoderLm(std::shared_ptr<const GgufFile> file, std::unique_ptr<DecoderArch> arch)
     : file_(std::move(file)),
       arch_(std::move(arch)),
-      placement_(std::make_unique<ResidentWeights>(*file_)),
+      placement_(std::make_unique<ResidentWeights>(*file_, weight_layouts(*file_, *arch_))),
       leaves_(*file_, *placement_) {
     const DecoderShape& s = arch_->shape();
     info_ = ModelInfo{arch_->name(), s.n_vocab, s.n_ctx_train, model_tensors::parameter_count(*file_),

@@ -4,6 +4,7 @@
 
 #include "engine/core/error.h"
 #include "engine/kernels/matmul.h"
+#include "engine/quant/interleave.h"
 
 namespace kiln::model_tensors {
 
@@ -41,10 +42,10 @@ const GgufTensor* find_tied_head(const GgufFile& f, int64_t dim, int64_t n_vocab
     return find(f, embd_name, {static_cast<uint64_t>(dim), static_cast<uint64_t>(n_vocab)}, Role::Matrix);
 }
 
-NodeId leaf(Graph& g, const GgufTensor& t, const std::byte* data) {
+NodeId leaf(Graph& g, const GgufTensor& t, const std::byte* data, std::optional<DType> type) {
     Shape shape = t.dims.size() == 1 ? Shape::of({static_cast<int64_t>(t.dims[0])})
                                      : Shape::of({static_cast<int64_t>(t.dims[0]), static_cast<int64_t>(t.dims[1])});
-    return g.weight(t.name, t.type, shape, data != nullptr ? data : t.data.data());
+    return g.weight(t.name, type.value_or(t.type), shape, data != nullptr ? data : t.data.data());
 }
 
 NodeId leaf_rows(Graph& g, NodeId weight, int64_t first, int64_t count) {
@@ -59,6 +60,10 @@ NodeId leaf_rows(Graph& g, NodeId weight, int64_t first, int64_t count) {
                         Shape::of({count}), w.data + static_cast<size_t>(first) * sizeof(float));
     }
     const bool whole = first == 0 && count == w.shape.ne[1];
+    // Interleaved rows come in groups: a view must take whole ones.
+    if (quant::is_interleaved(w.type) && (first % quant::kInterleaveRows != 0 || count % quant::kInterleaveRows != 0))
+        fail("graph", "{}: rows {}..{} split a group of the {} layout", w.name, first, first + count,
+             dtype_name(w.type));
     return g.weight(whole ? w.name : fmt::format("{}[{}:{}]", w.name, first, first + count), w.type,
                     Shape::of({ne0, count}), w.data + static_cast<size_t>(first) * row_bytes_of(w.type, ne0));
 }

@@ -1,4 +1,5 @@
 #pragma once
+#include <optional>
 // Looking up and checking a model's tensors in a GGUF
 // file, and turning tensors into graph leaves. Every failure is a
 // kiln::Error("model", ...) naming the file, the tensor or key, and what was expected.
@@ -26,7 +27,7 @@ const GgufTensor* find_tied_head(const GgufFile& f, int64_t dim, int64_t n_vocab
 
 // The tensor as a weight leaf of g (1-D or 2-D): its bytes in the file
 // mapping, or at `data` when given (a copy of them, e.g. in huge pages).
-NodeId leaf(Graph& g, const GgufTensor& t, const std::byte* data = nullptr);
+NodeId leaf(Graph& g, const GgufTensor& t, const std::byte* data = nullptr, std::optional<DType> type = std::nullopt);
 // Rows [first, first + count) of a 2-D weight leaf (or elements of a 1-D one)
 // as a leaf of its own: how a fused QKV matrix splits into Q, K and V without a copy.
 NodeId leaf_rows(Graph& g, NodeId weight, int64_t first, int64_t count);

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <string_view>
 
+#include "engine/quant/interleave.h"
+
 namespace kiln {
 
 namespace {
@@ -26,7 +28,7 @@ bool copy_wanted(size_t bytes) {
 
 }  // namespace
 
-ResidentWeights::ResidentWeights(const GgufFile& file) {
+ResidentWeights::ResidentWeights(const GgufFile& file, const std::unordered_map<std::string, DType>& layouts) {
     size_t total = 0;
     for (const GgufTensor& t : file.tensors()) total += round_up(t.data.size(), kAlignment);
     if (total == 0 || !copy_wanted(total)) return;
@@ -45,7 +47,14 @@ ResidentWeights::ResidentWeights(const GgufFile& file) {
     size_ = size;
     size_t offset = 0;
     for (const GgufTensor& t : file.tensors()) {
-        if (!t.data.empty()) std::memcpy(base_ + offset, t.data.data(), t.data.size());
+        const auto layout = layouts.find(t.name);
+        if (layout != layouts.end() && t.dims.size() == 2) {
+            quant::interleave_rows(t.type, t.data.data(), static_cast<int64_t>(t.dims[1]),
+                                   static_cast<int64_t>(t.dims[0]), base_ + offset);
+            layouts_.emplace(&t, layout->second);
+        } else if (!t.data.empty()) {
+            std::memcpy(base_ + offset, t.data.data(), t.data.size());
+        }
         offsets_.emplace(&t, offset);
         offset += round_up(t.data.size(), kAlignment);
     }
@@ -54,6 +63,11 @@ ResidentWeights::ResidentWeights(const GgufFile& file) {
 
 ResidentWeights::~ResidentWeights() {
     if (base_ != nullptr) ::munmap(base_, size_);
+}
+
+DType ResidentWeights::type(const GgufTensor& t) const noexcept {
+    const auto it = layouts_.find(&t);
+    return it == layouts_.end() ? t.type : it->second;
 }
 
 const std::byte* ResidentWeights::data(const GgufTensor& t) const noexcept {

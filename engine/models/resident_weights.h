@@ -12,8 +12,13 @@
 //
 // Skipped, leaving the file mapping in use, when KILN_MMAP=1 is set, when the
 // weights exceed half the physical memory, or when the memory cannot be had.
+//
+// The copy is also where matrices are rearranged for the kernels: tensors
+// named in `layouts` are written in that layout (quant/interleave.h) instead
+// of the file's bytes. Without a copy every tensor keeps the file's layout.
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <unordered_map>
 
 #include "formats/gguf/gguf_file.h"
@@ -22,7 +27,7 @@ namespace kiln {
 
 class ResidentWeights {
 public:
-    explicit ResidentWeights(const GgufFile& file);
+    explicit ResidentWeights(const GgufFile& file, const std::unordered_map<std::string, DType>& layouts = {});
     ~ResidentWeights();
     ResidentWeights(const ResidentWeights&) = delete;
     ResidentWeights& operator=(const ResidentWeights&) = delete;
@@ -30,11 +35,14 @@ public:
     // The bytes of tensor `t` of the file: the copy when there is one.
     const std::byte* data(const GgufTensor& t) const noexcept;
     bool copied() const noexcept { return base_ != nullptr; }
+    // The type data(t) holds: a layout from `layouts`, or the file's type.
+    DType type(const GgufTensor& t) const noexcept;
 
 private:
     std::byte* base_ = nullptr;
     size_t size_ = 0;
     std::unordered_map<const GgufTensor*, size_t> offsets_;
+    std::unordered_map<const GgufTensor*, DType> layouts_;
 };
 
 }  // namespace kiln

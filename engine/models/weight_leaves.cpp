@@ -11,7 +11,7 @@ NodeId WeightLeaves::operator()(Graph& g, const arch::TensorSpec& spec) const {
         if (!spec.optional) fail("model", "{}: tensor '{}' is missing", file_.name(), spec.name);
         return kNoNode;
     }
-    return model_tensors::leaf(g, *t, placement_.data(*t));
+    return model_tensors::leaf(g, *t, placement_.data(*t), placement_.type(*t));
 }
 
 }  // namespace kiln

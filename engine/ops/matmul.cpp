@@ -23,7 +23,7 @@ void multiply(const Graph& g, const Node& n, const ExecContext& ctx, const kerne
     const Node& w = g.node(n.src[0]);
     const Node& x = g.node(n.src[1]);
     const int64_t m = n.shape.ne[0];
-    const int64_t granule = kernels::matmul_row_tile(n.shape.rows());
+    const int64_t granule = kernels::matmul_row_tile(w.type, n.shape.rows());
     const int64_t granules = (m + granule - 1) / granule;
     const auto [g0, g1] = split_range(granules, ctx.ith, ctx.nth);
     const int64_t r0 = g0 * granule, r1 = std::min(m, g1 * granule);
@@ -55,7 +55,7 @@ void run_matmul_claiming(const Graph& g, const Node& n, const ExecContext& ctx, 
     const Node& x = g.node(n.src[1]);
     const int64_t m = n.shape.ne[0];
     const bool decode = n.shape.rows() < kernels::kGemmMinTokens;
-    const int64_t tile = kernels::matmul_row_tile(n.shape.rows());
+    const int64_t tile = kernels::matmul_row_tile(w.type, n.shape.rows());
     const int64_t tiles = (m + tile - 1) / tile;
     const int64_t chunk_tiles = decode ? std::max<int64_t>(1, tiles / (ctx.nth * kDecodeChunksPerThread)) : 1;
     const kernels::RowClaims claims{&next, chunk_tiles * tile, ctx.ith};

@@ -1,0 +1,42 @@
+#pragma once
+// Interleaved weight layouts: 16 rows of a K-quant matrix stored together so
+// that a SIMD kernel finds the same bytes of 16 rows in one vector (rows in
+// lanes). Decoding then shares every activation load, scale decode and
+// instruction among 16 rows instead of paying them per row.
+//
+// Q4_K_R16: per group of 16 rows, per super-block i (16 x 144 = 2304 bytes, the
+// same size as the 16 plain blocks):
+//   [0, 32)      the 16 rows' fp16 d
+//   [32, 64)     the 16 rows' fp16 dmin
+//   [64, 256)    the 12 packed scale bytes as three 32-bit words, word w of
+//                row r at 64 + 64 w + 4 r
+//   [256, 2304)  the 128 code bytes as 32 quads, quad q (bytes 4q..4q+3 of the
+//                block's qs) of row r at 256 + 64 q + 4 r
+// Groups follow each other; group g starts where plain row 16 g starts, so a
+// view of whole groups keeps its address arithmetic.
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+
+#include "engine/core/dtype.h"
+
+namespace kiln::quant {
+
+inline constexpr int64_t kInterleaveRows = 16;
+
+// The interleaved layout of a plain type, if kiln has one.
+std::optional<DType> interleaved_type(DType plain) noexcept;
+// Whether `type` is an interleaved layout, and the plain type it holds.
+bool is_interleaved(DType type) noexcept;
+DType plain_type(DType interleaved) noexcept;
+
+// Rearranges `rows` plain rows of k elements (rows a multiple of 16) from src
+// into dst (the same number of bytes; src and dst must not overlap).
+void interleave_rows(DType plain, const std::byte* src, int64_t rows, int64_t k, std::byte* dst) noexcept;
+
+// Writes plain super-block i of row r (0..15) of the 16-row group at `group`,
+// whose rows hold k elements, to `block` (the plain type's block bytes).
+void deinterleaved_block(DType interleaved, const std::byte* group, int64_t k, int r, int64_t i,
+                         std::byte* block) noexcept;
+
+}  // namespace kiln::quant
