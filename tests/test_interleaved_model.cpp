@@ -1,5 +1,5 @@
-// A Llama model whose matrices are Q4_K, loaded with the kernel set's
-// interleaved layout (Q4_K_R16 on avx512-vnni) and with the file's layout
+// A Llama model whose matrices are Q4_K and Q6_K, loaded with the kernel set's
+// interleaved layout (Q4_K_R16 and Q6_K_R16 on avx512-vnni) and with the file's layout
 // (KILN_INTERLEAVE=0): a prompt's logits (the GEMM) and decode steps (the
 // interleaved decode kernels) agree within float rounding, and the scalar
 // reference path of the interleaved model agrees with both.
@@ -44,7 +44,9 @@ std::filesystem::path write_q4_k_llama(const std::filesystem::path& dir) {
         const bool matrix = spec.dims.size() == 2;
         std::vector<float> values(n);
         for (float& v : values) v = matrix ? normal(rng) : 1.0f + 0.1f * normal(rng);
-        const DType type = matrix ? DType::Q4_K : DType::F32;
+        // As in a Q4_K_M file: the head and the FFN's down projections Q6_K.
+        const bool six = spec.name == "output.weight" || spec.name.find("ffn_down") != std::string::npos;
+        const DType type = !matrix ? DType::F32 : six ? DType::Q6_K : DType::Q4_K;
         data.emplace_back(*checked_bytes(type, n));
         type_traits(type).from_float_ref(values.data(), data.back().data(), static_cast<int64_t>(n));
         w.add_tensor(spec.name, type, spec.dims, data.back());
@@ -79,7 +81,7 @@ double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
 
 }  // namespace
 
-TEST_CASE("interleaved Q4_K matrices give the file layout's logits", "[llama][interleave]") {
+TEST_CASE("interleaved Q4_K and Q6_K matrices give the file layout's logits", "[llama][interleave]") {
     test::TempDir dir;
     const auto path = write_q4_k_llama(dir.path());
     const auto file = std::make_shared<GgufFile>(GgufFile::open(path));

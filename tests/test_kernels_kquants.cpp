@@ -305,35 +305,43 @@ Problem interleaved(const Problem& plain) {
 
 }  // namespace
 
-TEST_CASE("interleaved: Q4_K_R16 rows round-trip to the plain blocks", "[kquant_kernels]") {
-    const Problem plain = make_problem(DType::Q4_K, 768, 32, 1, 7100);
-    const Problem p = interleaved(plain);
-    REQUIRE(p.w != plain.w);  // rearranged, not copied
-    std::byte block[144];
-    for (int64_t r = 0; r < plain.rows; ++r)
-        for (int64_t i = 0; i < 3; ++i) {
-            const std::byte* group = p.w.data() + (r - r % 16) * static_cast<int64_t>(p.w_stride);
-            kiln::quant::deinterleaved_block(p.type, group, p.k, static_cast<int>(r % 16), i, block);
-            REQUIRE(std::memcmp(block, plain.w.data() + r * static_cast<int64_t>(plain.w_stride) + i * 144, 144) == 0);
-        }
+constexpr DType kInterleavable[] = {DType::Q4_K, DType::Q6_K};
+
+TEST_CASE("interleaved: rows round-trip to the plain blocks", "[kquant_kernels]") {
+    for (DType type : kInterleavable) {
+        const Problem plain = make_problem(type, 768, 32, 1, 7100);
+        const Problem p = interleaved(plain);
+        REQUIRE(p.w != plain.w);  // rearranged, not copied
+        const int64_t bb = block_bytes(type);
+        std::byte block[256];
+        for (int64_t r = 0; r < plain.rows; ++r)
+            for (int64_t i = 0; i < 3; ++i) {
+                const std::byte* group = p.w.data() + (r - r % 16) * static_cast<int64_t>(p.w_stride);
+                kiln::quant::deinterleaved_block(p.type, group, p.k, static_cast<int>(r % 16), i, block);
+                INFO(type_name(type) << " row " << r << " block " << i);
+                REQUIRE(std::memcmp(block, plain.w.data() + r * static_cast<int64_t>(plain.w_stride) + i * bb,
+                                    static_cast<size_t>(bb)) == 0);
+            }
+    }
 }
 
 TEST_CASE("interleaved: every kernel set matches the plain scalar set", "[kquant_kernels]") {
     uint32_t seed = 7200;
+    for (DType type : kInterleavable)
     for (int64_t k : {256, 512, 2816}) {
         for (int64_t n_tokens : {1, 2, 3, 5, 8, 17, 33}) {
-            const Problem plain = make_problem(DType::Q4_K, k, 48, n_tokens, seed++);
+            const Problem plain = make_problem(type, k, 48, n_tokens, seed++);
             const Problem p = interleaved(plain);
             const std::vector<float> expected = run(scalar_matmul_kernels(), plain);
             // The scalar set: the plain reference's bits.
             const std::vector<float> scalar = run(scalar_matmul_kernels(), p);
-            INFO("k=" << k << " tokens=" << n_tokens);
+            INFO(type_name(type) << " k=" << k << " tokens=" << n_tokens);
             REQUIRE(std::memcmp(scalar.data(), expected.data(), expected.size() * sizeof(float)) == 0);
             for (const MatmulKernels* set : available_matmul_kernels()) {
                 const std::vector<float> got = run(*set, p);
                 for (int64_t t = 0; t < n_tokens; ++t)
                     for (int64_t r = 0; r < p.rows; ++r) {
-                        const double m = lane_magnitude(DType::Q4_K, k,
+                        const double m = lane_magnitude(type, k,
                                                         plain.w.data() + r * static_cast<int64_t>(plain.w_stride),
                                                         plain.x.data() + t * static_cast<int64_t>(plain.x_stride));
                         const double tol = static_cast<double>(k / 256 + 32) * 2.0 * FLT_EPSILON * m;
@@ -349,8 +357,9 @@ TEST_CASE("interleaved: every kernel set matches the plain scalar set", "[kquant
 TEST_CASE("interleaved: rows claimed by several threads equal one call bit for bit", "[kquant_kernels][threads]") {
     uint32_t seed = 7300;
     for (const MatmulKernels* set : available_matmul_kernels()) {
+        for (DType type : kInterleavable)
         for (int64_t n_tokens : {1, 3, 17}) {
-            const Problem p = interleaved(make_problem(DType::Q4_K, 512, 208, n_tokens, seed++));
+            const Problem p = interleaved(make_problem(type, 512, 208, n_tokens, seed++));
             const std::vector<float> whole = run(*set, p);
             std::vector<float> claimed(whole.size(), -1.0f);
             constexpr int kThreads = 3;
@@ -364,7 +373,7 @@ TEST_CASE("interleaved: rows claimed by several threads equal one call bit for b
                                 claimed.data(), p.rows, &claims);
                 });
             for (std::thread& t : threads) t.join();
-            INFO(set->name << " tokens=" << n_tokens);
+            INFO(set->name << " " << type_name(type) << " tokens=" << n_tokens);
             REQUIRE(std::memcmp(whole.data(), claimed.data(), whole.size() * sizeof(float)) == 0);
         }
     }

@@ -29,7 +29,8 @@ DType vec_dot_type(DType weight_type) noexcept {
         case DType::Q4_K:
         case DType::Q4_K_R16:
         case DType::Q5_K:
-        case DType::Q6_K: return DType::Q8_K;
+        case DType::Q6_K:
+        case DType::Q6_K_R16: return DType::Q8_K;
         default: return DType::F32;
     }
 }
@@ -57,7 +58,8 @@ bool matmul_supports(DType weight_type) noexcept {
         case DType::Q4_K:
         case DType::Q4_K_R16:
         case DType::Q5_K:
-        case DType::Q6_K: return true;
+        case DType::Q6_K:
+        case DType::Q6_K_R16: return true;
         default: return false;
     }
 }

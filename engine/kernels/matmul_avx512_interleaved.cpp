@@ -1,5 +1,5 @@
 // Decode kernels of the "avx512-vnni" set for the interleaved layouts
-// (quant/interleave.h): Q4_K_R16 weights against Q8_K-prepared tokens.
+// (quant/interleave.h): Q4_K_R16 and Q6_K_R16 weights against Q8_K-prepared tokens.
 //
 // Rows sit in the 16 lanes. A 64-byte load holds the same 4 code bytes of 16
 // rows; its low nibbles are 4 elements of one sub-block and its high nibbles 4
@@ -112,11 +112,80 @@ void q4_k_r16_group(int64_t nb, const std::byte* group, const std::byte* x, size
     for (int t = 0; t < NT; ++t) _mm512_storeu_ps(out + t * out_stride, acc[t]);
 }
 
+constexpr int64_t kQ6GroupBlockBytes = 16 * 210;
+constexpr int64_t kQ6Scales = 32, kQ6Low = 288, kQ6High = 2336;
+
+// Signed byte `b` (0..3) of each lane, as int32.
+inline __m512i lane_sbyte(__m512i words, int b) noexcept {
+    return _mm512_srai_epi32(_mm512_slli_epi32(words, 24 - 8 * b), 24);
+}
+
+// Q6_K_R16: codes q in [0, 63] are 4 low bits from a ql quad and 2 high bits
+// from a qh quad; each qh quad serves four code vectors (elements 128n + 4j
+// + {0, 32, 64, 96}, the layout of ggml's Q6_K). The -32 offset is taken out
+// of each sub-block's int32 sum (32 x the token's sum of its 16 codes) before
+// the sub-block's scale multiplies it.
+template <int NT>
+void q6_k_r16_group(int64_t nb, const std::byte* group, const std::byte* x, size_t x_stride, float* out,
+                    int64_t out_stride) noexcept {
+    const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
+    __m512 acc[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; ++i) {
+        const std::byte* gb = group + i * kQ6GroupBlockBytes;
+        for (int64_t off = 0; off < kQ6GroupBlockBytes; off += 64) __builtin_prefetch(gb + kPrefetchBytes + off, 0, 3);
+        __m512i isum[NT];
+        for (int t = 0; t < NT; ++t) isum[t] = _mm512_setzero_si512();
+        for (int n = 0; n < 2; ++n) {      // elements 128n .. 128n + 127
+            for (int h = 0; h < 2; ++h) {  // quads j = 4h .. 4h + 3: sub-blocks 8n + h + {0, 2, 4, 6}
+                __m512i p[NT][4];
+                for (int t = 0; t < NT; ++t)
+                    for (int e = 0; e < 4; ++e) p[t][e] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+                for (int j = 4 * h; j < 4 * h + 4; ++j) {
+                    const __m512i l0 = _mm512_loadu_si512(gb + kQ6Low + (16 * n + j) * 64);
+                    const __m512i l1 = _mm512_loadu_si512(gb + kQ6Low + (16 * n + 8 + j) * 64);
+                    const __m512i hb = _mm512_loadu_si512(gb + kQ6High + (8 * n + j) * 64);
+                    const __m512i q[4] = {
+                        _mm512_or_si512(_mm512_and_si512(l0, low4), _mm512_and_si512(_mm512_slli_epi16(hb, 4), bits45)),
+                        _mm512_or_si512(_mm512_and_si512(l1, low4), _mm512_and_si512(_mm512_slli_epi16(hb, 2), bits45)),
+                        _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l0, 4), low4), _mm512_and_si512(hb, bits45)),
+                        _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l1, 4), low4),
+                                        _mm512_and_si512(_mm512_srli_epi16(hb, 2), bits45)),
+                    };
+                    for (int t = 0; t < NT; ++t) {
+                        const std::byte* xq = x + t * static_cast<int64_t>(x_stride) + i * kXBytes + kXCodes + 128 * n + 4 * j;
+                        for (int e = 0; e < 4; ++e) p[t][e] = _mm512_dpbusd_epi32(p[t][e], q[e], bcast32(xq + 32 * e));
+                    }
+                }
+                for (int e = 0; e < 4; ++e) {
+                    const int sb = 8 * n + h + 2 * e;
+                    const __m512i sc = lane_sbyte(_mm512_loadu_si512(gb + kQ6Scales + 64 * (sb / 4)), sb % 4);
+                    for (int t = 0; t < NT; ++t) {
+                        int16_t bsum;
+                        std::memcpy(&bsum, x + t * static_cast<int64_t>(x_stride) + i * kXBytes + kXBsums + 2 * sb, 2);
+                        const __m512i centred = _mm512_sub_epi32(p[t][e], _mm512_set1_epi32(32 * bsum));
+                        isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(centred, sc));
+                    }
+                }
+            }
+        }
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb)));
+        for (int t = 0; t < NT; ++t) {
+            float dx;
+            std::memcpy(&dx, x + t * static_cast<int64_t>(x_stride) + i * kXBytes, 4);
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(d, _mm512_set1_ps(dx)), acc[t]);
+        }
+    }
+    for (int t = 0; t < NT; ++t) _mm512_storeu_ps(out + t * out_stride, acc[t]);
+}
+
 using GroupFn = void (*)(int64_t, const std::byte*, const std::byte*, size_t, float*, int64_t) noexcept;
 
-template <size_t... N>
+template <DType T, size_t... N>
 constexpr std::array<GroupFn, sizeof...(N)> group_table(std::index_sequence<N...>) noexcept {
-    return {q4_k_r16_group<static_cast<int>(N) + 1>...};
+    if constexpr (T == DType::Q4_K_R16) return {q4_k_r16_group<static_cast<int>(N) + 1>...};
+    else return {q6_k_r16_group<static_cast<int>(N) + 1>...};
 }
 
 }  // namespace
@@ -126,7 +195,9 @@ bool avx512_interleaved_matmul(DType type, int64_t k, const void* w, size_t w_st
                                const RowClaims* claims) noexcept {
     if (n_tokens >= kGemmTokens)
         return avx512_kquant_gemm(type, k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride, claims);
-    static constexpr auto kGroups = group_table(std::make_index_sequence<kMaxTokens>{});
+    static constexpr auto kQ4 = group_table<DType::Q4_K_R16>(std::make_index_sequence<kMaxTokens>{});
+    static constexpr auto kQ6 = group_table<DType::Q6_K_R16>(std::make_index_sequence<kMaxTokens>{});
+    const auto& kGroups = type == DType::Q4_K_R16 ? kQ4 : kQ6;
     const auto* wb = static_cast<const std::byte*>(w);
     const auto* xb = static_cast<const std::byte*>(x);
     const int64_t nb = k / 256;

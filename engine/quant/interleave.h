@@ -12,6 +12,9 @@
 //                row r at 64 + 64 w + 4 r
 //   [256, 2304)  the 128 code bytes as 32 quads, quad q (bytes 4q..4q+3 of the
 //                block's qs) of row r at 256 + 64 q + 4 r
+// Q6_K_R16 likewise (16 x 210 bytes): the 16 rows' fp16 d at [0, 32), the 16
+// int8 scales as four words at [32, 288), the 128 ql bytes as 32 quads at
+// [288, 2336) and the 64 qh bytes as 16 quads at [2336, 3360).
 // Groups follow each other; group g starts where plain row 16 g starts, so a
 // view of whole groups keeps its address arithmetic.
 #include <cstddef>
