@@ -305,7 +305,7 @@ Problem interleaved(const Problem& plain) {
 
 }  // namespace
 
-constexpr DType kInterleavable[] = {DType::Q4_K, DType::Q6_K};
+constexpr DType kInterleavable[] = {DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
 TEST_CASE("interleaved: rows round-trip to the plain blocks", "[kquant_kernels]") {
     for (DType type : kInterleavable) {

@@ -57,6 +57,7 @@ constexpr std::array kTypes = {
 // single row has no conversion of its own.
 constexpr std::array kInterleavedTypes = {
     TypeTraits{DType::Q4_K_R16, "q4_K_r16", kQK_K, sizeof(BlockQ4_K), true, nullptr, nullptr},
+    TypeTraits{DType::Q5_K_R16, "q5_K_r16", kQK_K, sizeof(BlockQ5_K), true, nullptr, nullptr},
     TypeTraits{DType::Q6_K_R16, "q6_K_r16", kQK_K, sizeof(BlockQ6_K), true, nullptr, nullptr},
 };
 

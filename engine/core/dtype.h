@@ -48,6 +48,7 @@ enum class DType : uint32_t {
     // interleaved 16 at a time for the kernels (quant/interleave.h). Their ids
     // are outside ggml's range, and find_type_traits never returns them.
     Q4_K_R16 = 0x10000 + 12,
+    Q5_K_R16 = 0x10000 + 13,
     Q6_K_R16 = 0x10000 + 14,
 };
 

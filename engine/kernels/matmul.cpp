@@ -29,6 +29,7 @@ DType vec_dot_type(DType weight_type) noexcept {
         case DType::Q4_K:
         case DType::Q4_K_R16:
         case DType::Q5_K:
+        case DType::Q5_K_R16:
         case DType::Q6_K:
         case DType::Q6_K_R16: return DType::Q8_K;
         default: return DType::F32;
@@ -58,6 +59,7 @@ bool matmul_supports(DType weight_type) noexcept {
         case DType::Q4_K:
         case DType::Q4_K_R16:
         case DType::Q5_K:
+        case DType::Q5_K_R16:
         case DType::Q6_K:
         case DType::Q6_K_R16: return true;
         default: return false;

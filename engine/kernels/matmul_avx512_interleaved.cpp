@@ -1,5 +1,6 @@
 // Decode kernels of the "avx512-vnni" set for the interleaved layouts
-// (quant/interleave.h): Q4_K_R16 and Q6_K_R16 weights against Q8_K-prepared tokens.
+// (quant/interleave.h): Q4_K_R16, Q5_K_R16 and Q6_K_R16 weights against
+// Q8_K-prepared tokens.
 //
 // Rows sit in the 16 lanes. A 64-byte load holds the same 4 code bytes of 16
 // rows; its low nibbles are 4 elements of one sub-block and its high nibbles 4
@@ -24,6 +25,7 @@
 
 #include <algorithm>
 #include <array>
+#include <type_traits>
 #include <cstring>
 #include <utility>
 
@@ -50,16 +52,28 @@ inline __m512i lane_byte(__m512i words, int b) noexcept {
     return _mm512_and_si512(_mm512_srli_epi32(words, 8 * b), _mm512_set1_epi32(0xFF));
 }
 
-// out[t * out_stride + r] for the group's 16 rows and NT tokens.
-template <int NT>
-void q4_k_r16_group(int64_t nb, const std::byte* group, const std::byte* x, size_t x_stride, float* out,
-                    int64_t out_stride) noexcept {
+// Bit `bit` of each byte moved to bit 4 (the fifth bit of a Q5_K code).
+template <int bit>
+inline __m512i fifth_bit(__m512i v) noexcept {
+    const __m512i at4 = bit < 4 ? _mm512_slli_epi16(v, 4 - bit) : bit > 4 ? _mm512_srli_epi16(v, bit - 4) : v;
+    return _mm512_and_si512(at4, _mm512_set1_epi8(0x10));
+}
+
+// out[t * out_stride + r] for the group's 16 rows and NT tokens; Q4_K_R16, or
+// Q5_K_R16 (the same with a fifth bit per code from the qh quads: element
+// 64g + l has bit 2g of qh byte l, element 64g + 32 + l bit 2g + 1).
+template <DType T, int NT>
+void q45_k_r16_group(int64_t nb, const std::byte* group, const std::byte* x, size_t x_stride, float* out,
+                     int64_t out_stride) noexcept {
+    constexpr bool kFive = T == DType::Q5_K_R16;
+    constexpr int64_t kBlockBytes = kFive ? 16 * 176 : kGroupBlockBytes;
+    constexpr int64_t kCodes = kFive ? 768 : 256, kHigh = 256;
     const __m512i low4 = _mm512_set1_epi8(0x0F);
     __m512 acc[NT];
     for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
-        const std::byte* gb = group + i * kGroupBlockBytes;
-        for (int64_t off = 0; off < kGroupBlockBytes; off += 64) __builtin_prefetch(gb + kPrefetchBytes + off, 0, 3);
+        const std::byte* gb = group + i * kBlockBytes;
+        for (int64_t off = 0; off < kBlockBytes; off += 64) __builtin_prefetch(gb + kPrefetchBytes + off, 0, 3);
         const __m512i a = _mm512_loadu_si512(gb + 64), b = _mm512_loadu_si512(gb + 128);
         const __m512i c = _mm512_loadu_si512(gb + 192);
         const __m512i hi2 = _mm512_set1_epi32(0x30303030), six = _mm512_set1_epi32(0x3F3F3F3F);
@@ -71,14 +85,20 @@ void q4_k_r16_group(int64_t nb, const std::byte* group, const std::byte* x, size
                                              _mm512_and_si512(_mm512_srli_epi32(b, 2), hi2));
         __m512i isum[NT];
         for (int t = 0; t < NT; ++t) isum[t] = _mm512_setzero_si512();
-        for (int g = 0; g < 4; ++g) {  // elements 64g .. 64g + 63: sub-blocks 2g (low nibbles), 2g + 1 (high)
+        const auto sub_blocks = [&](auto g_constant) {  // elements 64g .. 64g + 63: sub-blocks 2g (low nibbles), 2g + 1
+            constexpr int g = decltype(g_constant)::value;
             __m512i plo[NT], phi[NT];
             for (int t = 0; t < NT; ++t) plo[t] = phi[t] = _mm512_setzero_si512();
 #pragma GCC unroll 8
             for (int j = 0; j < 8; ++j) {
-                const __m512i v = _mm512_loadu_si512(gb + 256 + (8 * g + j) * 64);
-                const __m512i lo = _mm512_and_si512(v, low4);
-                const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+                const __m512i v = _mm512_loadu_si512(gb + kCodes + (8 * g + j) * 64);
+                __m512i lo = _mm512_and_si512(v, low4);
+                __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+                if constexpr (kFive) {
+                    const __m512i h = _mm512_loadu_si512(gb + kHigh + j * 64);
+                    lo = _mm512_or_si512(lo, fifth_bit<2 * g>(h));
+                    hi = _mm512_or_si512(hi, fifth_bit<2 * g + 1>(h));
+                }
                 for (int t = 0; t < NT; ++t) {
                     const std::byte* xq = x + t * static_cast<int64_t>(x_stride) + i * kXBytes + kXCodes + 64 * g + 4 * j;
                     plo[t] = _mm512_dpbusd_epi32(plo[t], lo, bcast32(xq));
@@ -90,7 +110,11 @@ void q4_k_r16_group(int64_t nb, const std::byte* group, const std::byte* x, size
             for (int t = 0; t < NT; ++t)
                 isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(_mm512_mullo_epi32(plo[t], s0),
                                                                      _mm512_mullo_epi32(phi[t], s1)));
-        }
+        };
+        sub_blocks(std::integral_constant<int, 0>{});
+        sub_blocks(std::integral_constant<int, 1>{});
+        sub_blocks(std::integral_constant<int, 2>{});
+        sub_blocks(std::integral_constant<int, 3>{});
         const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb)));
         const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb + 32)));
         for (int t = 0; t < NT; ++t) {
@@ -184,8 +208,8 @@ using GroupFn = void (*)(int64_t, const std::byte*, const std::byte*, size_t, fl
 
 template <DType T, size_t... N>
 constexpr std::array<GroupFn, sizeof...(N)> group_table(std::index_sequence<N...>) noexcept {
-    if constexpr (T == DType::Q4_K_R16) return {q4_k_r16_group<static_cast<int>(N) + 1>...};
-    else return {q6_k_r16_group<static_cast<int>(N) + 1>...};
+    if constexpr (T == DType::Q6_K_R16) return {q6_k_r16_group<static_cast<int>(N) + 1>...};
+    else return {q45_k_r16_group<T, static_cast<int>(N) + 1>...};
 }
 
 }  // namespace
@@ -197,7 +221,8 @@ bool avx512_interleaved_matmul(DType type, int64_t k, const void* w, size_t w_st
         return avx512_kquant_gemm(type, k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride, claims);
     static constexpr auto kQ4 = group_table<DType::Q4_K_R16>(std::make_index_sequence<kMaxTokens>{});
     static constexpr auto kQ6 = group_table<DType::Q6_K_R16>(std::make_index_sequence<kMaxTokens>{});
-    const auto& kGroups = type == DType::Q4_K_R16 ? kQ4 : kQ6;
+    static constexpr auto kQ5 = group_table<DType::Q5_K_R16>(std::make_index_sequence<kMaxTokens>{});
+    const auto& kGroups = type == DType::Q4_K_R16 ? kQ4 : type == DType::Q5_K_R16 ? kQ5 : kQ6;
     const auto* wb = static_cast<const std::byte*>(w);
     const auto* xb = static_cast<const std::byte*>(x);
     const int64_t nb = k / 256;

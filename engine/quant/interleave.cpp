@@ -39,30 +39,49 @@ void map_q6_k_block(int r, Copy&& copy) {
     for (int q = 0; q < 16; ++q) copy(kQ6High + 64 * q + 4 * r, offsetof(BlockQ6_K, qh) + 4 * q, 4);
 }
 
+// Q5_K_R16: as Q4_K_R16 with the 32 qh bytes as 8 quads at 256 + 64 q + 4 r,
+// the codes after them at 768.
+constexpr int64_t kQ5KGroupBlockBytes = kInterleaveRows * static_cast<int64_t>(sizeof(BlockQ5_K));
+constexpr int64_t kQ5High = 256, kQ5Codes = 768;
+static_assert(kQ5Codes + 32 * 64 == kQ5KGroupBlockBytes);
+
+template <class Copy>
+void map_q5_k_block(int r, Copy&& copy) {
+    copy(kD + 2 * r, offsetof(BlockQ5_K, d), 2);
+    copy(kDmin + 2 * r, offsetof(BlockQ5_K, dmin), 2);
+    for (int w = 0; w < 3; ++w) copy(kScales + 64 * w + 4 * r, offsetof(BlockQ5_K, scales) + 4 * w, 4);
+    for (int q = 0; q < 8; ++q) copy(kQ5High + 64 * q + 4 * r, offsetof(BlockQ5_K, qh) + 4 * q, 4);
+    for (int q = 0; q < 32; ++q) copy(kQ5Codes + 64 * q + 4 * r, offsetof(BlockQ5_K, qs) + 4 * q, 4);
+}
+
 // Calls map(r, copy) with the map of `type` (its plain block and group bytes).
 template <class Copy>
 void map_block(DType plain, int r, Copy&& copy) {
     if (plain == DType::Q4_K) map_q4_k_block(r, copy);
+    else if (plain == DType::Q5_K) map_q5_k_block(r, copy);
     else map_q6_k_block(r, copy);
 }
 
 int64_t group_block_bytes(DType plain) noexcept {
-    return plain == DType::Q4_K ? kQ4KGroupBlockBytes : kQ6KGroupBlockBytes;
+    return plain == DType::Q4_K ? kQ4KGroupBlockBytes : plain == DType::Q5_K ? kQ5KGroupBlockBytes : kQ6KGroupBlockBytes;
 }
 
 }  // namespace
 
 std::optional<DType> interleaved_type(DType plain) noexcept {
     if (plain == DType::Q4_K) return DType::Q4_K_R16;
+    if (plain == DType::Q5_K) return DType::Q5_K_R16;
     if (plain == DType::Q6_K) return DType::Q6_K_R16;
     return std::nullopt;
 }
 
-bool is_interleaved(DType type) noexcept { return type == DType::Q4_K_R16 || type == DType::Q6_K_R16; }
+bool is_interleaved(DType type) noexcept {
+    return type == DType::Q4_K_R16 || type == DType::Q5_K_R16 || type == DType::Q6_K_R16;
+}
 
 DType plain_type(DType interleaved) noexcept {
     assert(is_interleaved(interleaved));
-    return interleaved == DType::Q4_K_R16 ? DType::Q4_K : DType::Q6_K;
+    return interleaved == DType::Q4_K_R16 ? DType::Q4_K : interleaved == DType::Q5_K_R16 ? DType::Q5_K : DType::Q6_K;
 }
 
 void interleave_rows(DType plain, const std::byte* src, int64_t rows, int64_t k, std::byte* dst) noexcept {

@@ -12,6 +12,8 @@
 //                row r at 64 + 64 w + 4 r
 //   [256, 2304)  the 128 code bytes as 32 quads, quad q (bytes 4q..4q+3 of the
 //                block's qs) of row r at 256 + 64 q + 4 r
+// Q5_K_R16 is Q4_K_R16 with the 32 qh bytes as 8 quads at [256, 768) and the
+// codes at [768, 2816).
 // Q6_K_R16 likewise (16 x 210 bytes): the 16 rows' fp16 d at [0, 32), the 16
 // int8 scales as four words at [32, 288), the 128 ql bytes as 32 quads at
 // [288, 2336) and the 64 qh bytes as 16 quads at [2336, 3360).
