@@ -243,7 +243,7 @@ TEST_CASE("kquants: every kernel set matches the scalar set", "[kquant_kernels]"
         REQUIRE(matmul_supports(type));
         REQUIRE(vec_dot_type(type) == DType::Q8_K);
         for (int64_t k : {256, 512, 2816}) {
-            for (int64_t n_tokens : {1, 2, 3, 5, 8, 17, 33}) {
+            for (int64_t n_tokens : {1, 2, 3, 5, 8, 17, 33, 40}) {
                 const Problem p = make_problem(type, k, 37, n_tokens, seed++);
                 const std::vector<float> expected = run(scalar_matmul_kernels(), p);
                 for (const MatmulKernels* set : available_matmul_kernels()) {
@@ -269,7 +269,7 @@ TEST_CASE("kquants: rows claimed by several threads equal one call bit for bit",
     uint32_t seed = 9300;
     for (const MatmulKernels* set : available_matmul_kernels()) {
         for (DType type : kKTypes) {
-            for (int64_t n_tokens : {1, 3, 17}) {
+            for (int64_t n_tokens : {1, 3, 17, 40}) {
                 const Problem p = make_problem(type, 512, 203, n_tokens, seed++);
                 const std::vector<float> whole = run(*set, p);
                 std::vector<float> claimed(whole.size(), -1.0f);

@@ -22,10 +22,12 @@
 
 #include <array>
 #include <cfloat>
+#include <cmath>
 #include <cstring>
 #include <utility>
 
 #include "engine/kernels/matmul_float_simd.h"
+#include "engine/quant/blocks.h"
 #include "engine/quant/reference.h"
 
 namespace kiln::kernels::detail {
@@ -156,12 +158,86 @@ void quantize_block_q8_0(const float* x, std::byte* out) noexcept {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 2), codes);
 }
 
+// The sums of 8 vectors' lanes, in order.
+inline __m256i lane_sums8(const __m256i s[8]) noexcept {
+    // After two rounds of pairwise adds, lane j of each 128-bit half holds half
+    // of vector j's sum (j = 0-3 from h0, 4-7 from h1).
+    const __m256i h0 = _mm256_hadd_epi32(_mm256_hadd_epi32(s[0], s[1]), _mm256_hadd_epi32(s[2], s[3]));
+    const __m256i h1 = _mm256_hadd_epi32(_mm256_hadd_epi32(s[4], s[5]), _mm256_hadd_epi32(s[6], s[7]));
+    return _mm256_add_epi32(_mm256_permute2x128_si256(h0, h1, 0x20), _mm256_permute2x128_si256(h0, h1, 0x31));
+}
+
+// One Q8_K block from 256 floats, byte-identical to quant::q8_k_from_float_ref
+// (the argument is quantize_block_q8_k's in matmul_avx512.cpp): the first
+// element of the largest magnitude sets iscale = -127 / max, codes are
+// iscale * x rounded to nearest even by vcvtps2dq and capped at 127, bsums sum
+// each 16 codes. Blocks with a NaN or infinity, or whose iscale overflows,
+// take the reference path.
+void quantize_block_q8_k(const float* x, std::byte* out) noexcept {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 amax_v = _mm256_setzero_ps();
+    int nan = 0;
+    for (int i = 0; i < 32; ++i) {
+        const __m256 v = _mm256_loadu_ps(x + 8 * i);
+        nan |= _mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+        amax_v = _mm256_max_ps(amax_v, _mm256_andnot_ps(sign, v));
+    }
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax_v), _mm256_extractf128_ps(amax_v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
+    const float amax = _mm_cvtss_f32(m);
+    quant::BlockQ8_K block{};
+    if (amax == 0.0f && nan == 0) {
+        std::memcpy(out, &block, sizeof(block));
+        return;
+    }
+    float max = 0.0f;
+    for (int i = 0; i < 32; ++i) {
+        const __m256 a = _mm256_andnot_ps(sign, _mm256_loadu_ps(x + 8 * i));
+        const int at = _mm256_movemask_ps(_mm256_cmp_ps(a, _mm256_set1_ps(amax), _CMP_EQ_OQ));
+        if (at != 0) {
+            max = x[8 * i + __builtin_ctz(static_cast<unsigned>(at))];
+            break;
+        }
+    }
+    const float iscale = -127.0f / max;
+    if (nan != 0 || !(amax <= FLT_MAX) || !(std::fabs(iscale) <= FLT_MAX)) {
+        quant::q8_k_from_float_ref(x, out, 256);
+        return;
+    }
+    const __m256 scale = _mm256_set1_ps(iscale);
+    const __m256i cap = _mm256_set1_epi32(127);
+    __m256i sums[16];  // per 16 codes, 8 lanes each
+    for (int c = 0; c < 8; ++c) {
+        __m256i q[4];
+        for (int j = 0; j < 4; ++j)
+            q[j] = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 32 * c + 8 * j), scale)), cap);
+        // Codes are in [-127, 127]: the saturating packs are exact (see quantize_block_q8_0).
+        const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(block.qs + 32 * c),
+                            _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+        sums[2 * c] = _mm256_add_epi32(q[0], q[1]);
+        sums[2 * c + 1] = _mm256_add_epi32(q[2], q[3]);
+    }
+    // At most 16 x 127 each, so packing to int16 is exact; it interleaves the
+    // two halves' 64-bit quarters, which the permutation undoes.
+    const __m256i bsums = _mm256_packs_epi32(lane_sums8(sums), lane_sums8(sums + 8));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(block.bsums), _mm256_permute4x64_epi64(bsums, 0xD8));
+    block.d = 1.0f / iscale;
+    std::memcpy(out, &block, sizeof(block));
+}
+
 void avx2_prepare_row(DType weight_type, const float* x, int64_t k, void* out) noexcept {
     assert(matmul_supports(weight_type) && k % type_traits(weight_type).block_size == 0);
     const DType prepared = vec_dot_type(weight_type);
+    if (prepared == DType::Q8_K) {
+        auto* dst = static_cast<std::byte*>(out);
+        for (int64_t b = 0; b < k / 256; ++b) quantize_block_q8_k(x + b * 256, dst + b * sizeof(quant::BlockQ8_K));
+        return;
+    }
     if (prepared != DType::Q8_0) {
-        // Float activations are copied; the other activation types (Q8_K, Q8_1)
-        // use the reference quantizer until this set has a faster one.
+        // Float activations are copied; Q8_1 activations use the reference
+        // quantizer until this set has a faster one.
         type_traits(prepared).from_float_ref(x, out, k);
         return;
     }
