@@ -27,6 +27,8 @@ namespace {
 
 using namespace avx2_kquant;
 
+constexpr int64_t kPrefetchBytes = 8192;
+
 template <DType T, int R, int NT>
 void kquant_tile(int64_t nb, const std::byte* w, size_t w_stride, const std::byte* x, size_t x_stride, float* out,
                  int64_t out_stride) noexcept {
@@ -34,10 +36,15 @@ void kquant_tile(int64_t nb, const std::byte* w, size_t w_stride, const std::byt
     __m256 acc[R][NT];
     for (int r = 0; r < R; ++r)
         for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps();
+    // The same blocks of a later tile, at least kPrefetchBytes ahead in the
+    // contiguous weight stream (as the avx512-vnni tiles).
+    const int64_t tile_bytes = R * static_cast<int64_t>(w_stride);
+    const int64_t ahead_bytes = std::max<int64_t>(1, kPrefetchBytes / tile_bytes) * tile_bytes;
     for (int64_t i = 0; i < nb; ++i) {
+#pragma GCC unroll 4
         for (int r = 0; r < R; ++r) {
             const std::byte* blk = w + r * static_cast<int64_t>(w_stride) + i * BB;
-            const std::byte* ahead = blk + R * static_cast<int64_t>(w_stride);
+            const std::byte* ahead = blk + ahead_bytes;
             for (int64_t off = 0; off < BB; off += 64) __builtin_prefetch(ahead + off, 0, 3);
             const Scales s = block_scales<T>(blk);
             __m256i isum[NT];
