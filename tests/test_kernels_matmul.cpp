@@ -33,6 +33,7 @@
 #include "engine/core/half.h"
 #include "engine/kernels/matmul.h"
 #include "engine/kernels/matmul_impl.h"
+#include "engine/quant/interleave.h"
 #include "engine/quant/reference.h"
 
 using kiln::DType;
@@ -439,4 +440,63 @@ TEST_CASE("matmul: kernel set selection (KILN_KERNELS)", "[kernels][matmul]") {
         CHECK(has_avx2);
     }
 #endif
+}
+
+// Interleaved Q8_0 / Q4_0 (quant/interleave.h): the scalar set gives the plain
+// scalar set's bits, every set matches it within the plain kernels' tolerance
+// (decode and GEMM sizes), and rows claimed by three threads give one call's bits.
+TEST_CASE("matmul: interleaved Q8_0 and Q4_0 weights", "[kernels][matmul][threads]") {
+    uint32_t seed = 900;
+    for (DType type : {DType::Q8_0, DType::Q4_0}) {
+        for (int64_t n_tokens : {1, 3, 4, 7, 13}) {
+            const Operands o = make_operands(type, 48, 96, n_tokens, seed++);
+            const auto row_bytes = static_cast<size_t>(*kiln::checked_bytes(type, 96));
+            std::vector<std::byte> plain(48 * row_bytes), packed(plain.size());
+            for (int64_t r = 0; r < 48; ++r)
+                std::memcpy(plain.data() + r * row_bytes, o.w.data() + r * o.w_stride, row_bytes);
+            kiln::quant::interleave_rows(type, plain.data(), 48, 96, packed.data());
+            const DType layout = *kiln::quant::interleaved_type(type);
+            const auto product = [&](const MatmulKernels& set, const RowClaims* claims) {
+                std::vector<float> out(static_cast<size_t>(n_tokens * 48), kSentinel);
+                set.matmul(layout, 96, packed.data(), row_bytes, 0, 48, o.x.data(), o.x_stride, n_tokens, out.data(),
+                           48, claims);
+                return out;
+            };
+            const Result want = run(scalar_matmul_kernels(), o, 0, o.rows);
+            const std::vector<double> mag = magnitudes(o);
+            const std::vector<float> scalar = product(scalar_matmul_kernels(), nullptr);
+            for (int64_t t = 0; t < n_tokens; ++t)
+                for (int64_t r = 0; r < 48; ++r) {
+                    INFO(kiln::dtype_name(type) << " tokens " << n_tokens << " row " << r << " token " << t);
+                    REQUIRE(scalar[t * 48 + r] == want.out[t * want.out_stride + r]);
+                }
+            for (const MatmulKernels* set : available_matmul_kernels()) {
+                const std::vector<float> got = product(*set, nullptr);
+                for (int64_t t = 0; t < n_tokens; ++t)
+                    for (int64_t r = 0; r < 48; ++r) {
+                        INFO(set->name << " " << kiln::dtype_name(type) << " tokens " << n_tokens << " row " << r);
+                        REQUIRE(std::fabs(got[t * 48 + r] - want.out[t * want.out_stride + r]) <=
+                                1e-6 * mag[t * 48 + r] + 1e-30);
+                    }
+                std::atomic<int64_t> next{3};
+                std::vector<float> claimed;
+                {
+                    std::vector<std::vector<float>> parts(3);
+                    std::vector<float> shared(static_cast<size_t>(n_tokens * 48), kSentinel);
+                    std::vector<std::thread> threads;
+                    const int64_t chunk = matmul_row_tile(layout, n_tokens);
+                    for (int ith = 0; ith < 3; ++ith)
+                        threads.emplace_back([&, ith] {
+                            const RowClaims claims{&next, chunk, ith};
+                            set->matmul(layout, 96, packed.data(), row_bytes, 0, 48, o.x.data(), o.x_stride, n_tokens,
+                                        shared.data(), 48, &claims);
+                        });
+                    for (std::thread& th : threads) th.join();
+                    claimed = shared;
+                }
+                INFO(set->name << " claimed rows, " << kiln::dtype_name(type) << " tokens " << n_tokens);
+                REQUIRE(std::memcmp(claimed.data(), got.data(), got.size() * sizeof(float)) == 0);
+            }
+        }
+    }
 }

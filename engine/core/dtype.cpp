@@ -56,6 +56,8 @@ constexpr std::array kTypes = {
 // Interleaved layouts: the bytes of 16 rows of the plain type, rearranged; a
 // single row has no conversion of its own.
 constexpr std::array kInterleavedTypes = {
+    TypeTraits{DType::Q4_0_R16, "q4_0_r16", 32, sizeof(BlockQ4_0), true, nullptr, nullptr},
+    TypeTraits{DType::Q8_0_R16, "q8_0_r16", 32, sizeof(BlockQ8_0), true, nullptr, nullptr},
     TypeTraits{DType::Q4_K_R16, "q4_K_r16", kQK_K, sizeof(BlockQ4_K), true, nullptr, nullptr},
     TypeTraits{DType::Q5_K_R16, "q5_K_r16", kQK_K, sizeof(BlockQ5_K), true, nullptr, nullptr},
     TypeTraits{DType::Q6_K_R16, "q6_K_r16", kQK_K, sizeof(BlockQ6_K), true, nullptr, nullptr},

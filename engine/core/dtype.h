@@ -47,6 +47,8 @@ enum class DType : uint32_t {
     // kiln's own in-memory layouts, never in a file: a K-quant tensor's rows
     // interleaved 16 at a time for the kernels (quant/interleave.h). Their ids
     // are outside ggml's range, and find_type_traits never returns them.
+    Q4_0_R16 = 0x10000 + 2,
+    Q8_0_R16 = 0x10000 + 8,
     Q4_K_R16 = 0x10000 + 12,
     Q5_K_R16 = 0x10000 + 13,
     Q6_K_R16 = 0x10000 + 14,

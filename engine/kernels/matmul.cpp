@@ -18,7 +18,9 @@ DType vec_dot_type(DType weight_type) noexcept {
     // dot product; float weights keep float activations (no precision lost).
     switch (weight_type) {
         case DType::Q8_0:
+        case DType::Q8_0_R16:
         case DType::Q4_0:
+        case DType::Q4_0_R16:
         case DType::Q5_0:
         case DType::IQ4_NL: return DType::Q8_0;
         case DType::Q4_1:
@@ -48,7 +50,9 @@ bool matmul_supports(DType weight_type) noexcept {
         case DType::F16:
         case DType::BF16:
         case DType::Q8_0:
+        case DType::Q8_0_R16:
         case DType::Q4_0:
+        case DType::Q4_0_R16:
         case DType::Q4_1:
         case DType::Q5_0:
         case DType::Q5_1:

@@ -237,6 +237,8 @@ void avx512_matmul(DType type, int64_t k, const void* w, size_t w_stride, int64_
         case DType::Q6_K:
             done = avx512_kquant_matmul(type, k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride, claims);
             break;
+        case DType::Q8_0_R16:
+        case DType::Q4_0_R16:
         case DType::Q4_K_R16:
         case DType::Q5_K_R16:
         case DType::Q6_K_R16:

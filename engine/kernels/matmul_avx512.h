@@ -13,7 +13,8 @@
 namespace kiln::kernels::detail {
 
 #if KILN_HAVE_AVX512_VNNI
-// matmul for Q8_0/Q4_0 weights against Q8_0-prepared activations. Returns false
+// matmul for Q8_0/Q4_0 weights against Q8_0-prepared activations (for their
+// interleaved layouts, only the GEMM: 4 tokens or more). Returns false
 // (having written nothing) when its scratch memory could not be had.
 bool avx512_quant_matmul(DType type, int64_t k, const void* w, size_t w_stride, int64_t r0, int64_t r1,
                          const void* x, size_t x_stride, int64_t n_tokens, float* out, int64_t out_stride,

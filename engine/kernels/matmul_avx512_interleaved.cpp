@@ -1,6 +1,6 @@
 // Decode kernels of the "avx512-vnni" set for the interleaved layouts
 // (quant/interleave.h): Q4_K_R16, Q5_K_R16 and Q6_K_R16 weights against
-// Q8_K-prepared tokens.
+// Q8_K-prepared tokens, Q8_0_R16 and Q4_0_R16 against Q8_0-prepared ones.
 //
 // Rows sit in the 16 lanes. A 64-byte load holds the same 4 code bytes of 16
 // rows; its low nibbles are 4 elements of one sub-block and its high nibbles 4
@@ -39,7 +39,8 @@ constexpr int64_t kGroupBlockBytes = 16 * 144;  // one super-block of 16 Q4_K ro
 constexpr int64_t kXBytes = 292, kXCodes = 4, kXBsums = 260;  // a Q8_K block
 constexpr int64_t kPrefetchBytes = 8192;
 constexpr int kMaxTokens = 4;
-constexpr int64_t kGemmTokens = 8;  // as the plain K-quant kernels
+constexpr int64_t kGemmTokens = 8;        // as the plain K-quant kernels
+constexpr int64_t kLegacyGemmTokens = 4;  // as the plain Q8_0 / Q4_0 kernels
 
 inline __m512i bcast32(const std::byte* p) noexcept {
     int32_t v;
@@ -204,11 +205,68 @@ void q6_k_r16_group(int64_t nb, const std::byte* group, const std::byte* x, size
     for (int t = 0; t < NT; ++t) _mm512_storeu_ps(out + t * out_stride, acc[t]);
 }
 
+// Q8_0_R16 / Q4_0_R16 against Q8_0 tokens (34-byte blocks: fp16 d, 32 codes).
+// Q8_0 codes are made unsigned by flipping their sign bit (+128), Q4_0 codes
+// are used as stored (q = w + 8); the surplus 128 (or 8) x the sum of the
+// token's codes starts each block's int32 sum, so the sums are exact.
+template <DType T, int NT>
+void legacy_r16_group(int64_t nb, const std::byte* group, const std::byte* x, size_t x_stride, float* out,
+                      int64_t out_stride) noexcept {
+    constexpr bool kEight = T == DType::Q8_0_R16;
+    constexpr int64_t kBlockBytes = kEight ? 16 * 34 : 16 * 18;
+    constexpr int kOffset = kEight ? 128 : 8;
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    __m512 acc[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; ++i) {
+        const std::byte* gb = group + i * kBlockBytes;
+        for (int64_t off = 0; off < kBlockBytes; off += 64) __builtin_prefetch(gb + kPrefetchBytes + off, 0, 3);
+        __m512i p[NT];
+        for (int t = 0; t < NT; ++t) {
+            const __m256i codes =
+                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + t * static_cast<int64_t>(x_stride) + i * 34 + 2));
+            // Sum of the 32 signed codes: unsigned sums of (code + 128), less 32 x 128.
+            const __m256i sad = _mm256_sad_epu8(_mm256_xor_si256(codes, _mm256_set1_epi8(-128)), _mm256_setzero_si256());
+            const __m128i s2 = _mm_add_epi64(_mm256_castsi256_si128(sad), _mm256_extracti128_si256(sad, 1));
+            const auto sum = static_cast<int32_t>(_mm_cvtsi128_si64(s2) + _mm_extract_epi64(s2, 1)) - 32 * 128;
+            p[t] = _mm512_set1_epi32(-kOffset * sum);
+        }
+        if constexpr (kEight) {
+#pragma GCC unroll 8
+            for (int q = 0; q < 8; ++q) {
+                const __m512i v = _mm512_xor_si512(_mm512_loadu_si512(gb + 32 + 64 * q), _mm512_set1_epi8(-128));
+                for (int t = 0; t < NT; ++t)
+                    p[t] = _mm512_dpbusd_epi32(p[t], v, bcast32(x + t * static_cast<int64_t>(x_stride) + i * 34 + 2 + 4 * q));
+            }
+        } else {
+#pragma GCC unroll 4
+            for (int q = 0; q < 4; ++q) {
+                const __m512i v = _mm512_loadu_si512(gb + 32 + 64 * q);
+                const __m512i lo = _mm512_and_si512(v, low4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+                for (int t = 0; t < NT; ++t) {
+                    const std::byte* xq = x + t * static_cast<int64_t>(x_stride) + i * 34 + 2 + 4 * q;
+                    p[t] = _mm512_dpbusd_epi32(p[t], lo, bcast32(xq));
+                    p[t] = _mm512_dpbusd_epi32(p[t], hi, bcast32(xq + 16));
+                }
+            }
+        }
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb)));
+        for (int t = 0; t < NT; ++t) {
+            uint16_t h;
+            std::memcpy(&h, x + t * static_cast<int64_t>(x_stride) + i * 34, 2);
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[t]), _mm512_mul_ps(d, _mm512_set1_ps(_cvtsh_ss(h))), acc[t]);
+        }
+    }
+    for (int t = 0; t < NT; ++t) _mm512_storeu_ps(out + t * out_stride, acc[t]);
+}
+
 using GroupFn = void (*)(int64_t, const std::byte*, const std::byte*, size_t, float*, int64_t) noexcept;
 
 template <DType T, size_t... N>
 constexpr std::array<GroupFn, sizeof...(N)> group_table(std::index_sequence<N...>) noexcept {
     if constexpr (T == DType::Q6_K_R16) return {q6_k_r16_group<static_cast<int>(N) + 1>...};
+    else if constexpr (T == DType::Q8_0_R16 || T == DType::Q4_0_R16)
+        return {legacy_r16_group<T, static_cast<int>(N) + 1>...};
     else return {q45_k_r16_group<T, static_cast<int>(N) + 1>...};
 }
 
@@ -217,15 +275,24 @@ constexpr std::array<GroupFn, sizeof...(N)> group_table(std::index_sequence<N...
 bool avx512_interleaved_matmul(DType type, int64_t k, const void* w, size_t w_stride, int64_t r0, int64_t r1,
                                const void* x, size_t x_stride, int64_t n_tokens, float* out, int64_t out_stride,
                                const RowClaims* claims) noexcept {
-    if (n_tokens >= kGemmTokens)
+    const bool legacy = type == DType::Q8_0_R16 || type == DType::Q4_0_R16;
+    if (legacy && n_tokens >= kLegacyGemmTokens)
+        return avx512_quant_matmul(type, k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride, claims);
+    if (!legacy && n_tokens >= kGemmTokens)
         return avx512_kquant_gemm(type, k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride, claims);
     static constexpr auto kQ4 = group_table<DType::Q4_K_R16>(std::make_index_sequence<kMaxTokens>{});
     static constexpr auto kQ6 = group_table<DType::Q6_K_R16>(std::make_index_sequence<kMaxTokens>{});
     static constexpr auto kQ5 = group_table<DType::Q5_K_R16>(std::make_index_sequence<kMaxTokens>{});
-    const auto& kGroups = type == DType::Q4_K_R16 ? kQ4 : type == DType::Q5_K_R16 ? kQ5 : kQ6;
+    static constexpr auto kQ80 = group_table<DType::Q8_0_R16>(std::make_index_sequence<kMaxTokens>{});
+    static constexpr auto kQ40 = group_table<DType::Q4_0_R16>(std::make_index_sequence<kMaxTokens>{});
+    const auto& kGroups = type == DType::Q4_K_R16   ? kQ4
+                          : type == DType::Q5_K_R16 ? kQ5
+                          : type == DType::Q6_K_R16 ? kQ6
+                          : type == DType::Q8_0_R16 ? kQ80
+                                                    : kQ40;
     const auto* wb = static_cast<const std::byte*>(w);
     const auto* xb = static_cast<const std::byte*>(x);
-    const int64_t nb = k / 256;
+    const int64_t nb = k / (legacy ? 32 : 256);
     for_each_claimed(r0, r1, claims, [&](int64_t a, int64_t b) {
         for (int64_t g = a; g < b; g += kGroupRows) {
             const std::byte* group = wb + g * static_cast<int64_t>(w_stride);

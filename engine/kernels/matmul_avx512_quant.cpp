@@ -326,6 +326,38 @@ void pack_token_tiles(const std::byte* x, size_t x_stride, int64_t n_tokens, int
 
 // Packs rows [0, rows) of the panel starting at w, blocks [b0, b0 + nbc). Rows
 // past `rows` are masked out of the gathers (their lanes are never stored).
+// Interleaved weights (Q8_0_R16, Q4_0_R16) hold each 16 rows' quads and scales
+// side by side already: plain loads instead of gathers.
+template <DType W>
+void pack_interleaved_panel(const std::byte* w, size_t w_stride, int rows, int64_t b0, int64_t nbc,
+                            std::byte* panel) noexcept {
+    constexpr int64_t GB = 16 * kBlockBytes<W>;
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    for (int g = 0; g < 2; ++g) {
+        const bool present = rows > g * 16;  // rows come in whole groups of 16
+        const std::byte* base = w + g * 16 * static_cast<int64_t>(w_stride);
+        for (int64_t b = 0; b < nbc; ++b) {
+            const std::byte* blk = base + (b0 + b) * GB;
+            std::byte* d = panel + b * kPanelBlockBytes + g * 64;
+            const auto quad = [&](int q) { return present ? _mm512_loadu_si512(blk + 32 + 64 * q) : _mm512_setzero_si512(); };
+            if constexpr (W == DType::Q8_0) {
+                for (int q = 0; q < 8; ++q) _mm512_store_si512(d + q * 128, _mm512_xor_si512(quad(q), _mm512_set1_epi8(-128)));
+            } else {
+                for (int i = 0; i < 4; ++i) {
+                    const __m512i v = quad(i);
+                    const __m512i lo = _mm512_and_si512(v, low4);
+                    const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(v, 4), low4);
+                    _mm512_store_si512(d + i * 128, _mm512_add_epi8(lo, _mm512_set1_epi8(120)));
+                    _mm512_store_si512(d + (4 + i) * 128, _mm512_add_epi8(hi, _mm512_set1_epi8(120)));
+                }
+            }
+            const __m512 scales = present ? _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)))
+                                          : _mm512_setzero_ps();
+            _mm512_store_ps(panel + b * kPanelBlockBytes + 1024 + g * 64, scales);
+        }
+    }
+}
+
 template <DType W>
 void pack_quant_panel(const std::byte* w, size_t w_stride, int rows, int64_t b0, int64_t nbc,
                       std::byte* panel) noexcept {
@@ -425,7 +457,7 @@ constexpr std::array<GemmTileFn, sizeof...(T)> gemm_table(std::index_sequence<T.
     return {quant_gemm_tile<static_cast<int>(T) + 1>...};
 }
 
-template <DType W>
+template <DType W, bool kInterleaved = false>
 bool quant_matmul_gemm(int64_t k, const std::byte* w, size_t w_stride, int64_t r0, int64_t r1, const std::byte* x,
                        size_t x_stride, int64_t n_tokens, float* out, int64_t out_stride,
                        const RowClaims* claims) noexcept {
@@ -446,7 +478,10 @@ bool quant_matmul_gemm(int64_t k, const std::byte* w, size_t w_stride, int64_t r
             const int rows = static_cast<int>(std::min(kPanelRows, b - p0));
             for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks) {
                 const int64_t nbc = std::min(kChunkBlocks, nb - b0);
-                pack_quant_panel<W>(w + p0 * static_cast<int64_t>(w_stride), w_stride, rows, b0, nbc, panel);
+                if constexpr (kInterleaved)
+                    pack_interleaved_panel<W>(w + p0 * static_cast<int64_t>(w_stride), w_stride, rows, b0, nbc, panel);
+                else
+                    pack_quant_panel<W>(w + p0 * static_cast<int64_t>(w_stride), w_stride, rows, b0, nbc, panel);
                 for (int64_t tile = 0; tile < n_tiles; ++tile) {
                     const auto nt = static_cast<size_t>(std::min<int64_t>(kTokens, n_tokens - tile * kTokens));
                     kTiles[nt - 1](nbc, panel, tiles + (tile * nb + b0) * kTileBlockBytes,
@@ -487,6 +522,10 @@ bool avx512_quant_matmul(DType type, int64_t k, const void* w, size_t w_stride, 
                          const RowClaims* claims) noexcept {
     const auto* wb = static_cast<const std::byte*>(w);
     const auto* xb = static_cast<const std::byte*>(x);
+    if (type == DType::Q8_0_R16)
+        return quant_matmul_gemm<DType::Q8_0, true>(k, wb, w_stride, r0, r1, xb, x_stride, n_tokens, out, out_stride, claims);
+    if (type == DType::Q4_0_R16)
+        return quant_matmul_gemm<DType::Q4_0, true>(k, wb, w_stride, r0, r1, xb, x_stride, n_tokens, out, out_stride, claims);
     if (type == DType::Q8_0)
         return quant_matmul<DType::Q8_0>(k, wb, w_stride, r0, r1, xb, x_stride, n_tokens, out, out_stride, claims);
     return quant_matmul<DType::Q4_0>(k, wb, w_stride, r0, r1, xb, x_stride, n_tokens, out, out_stride, claims);

@@ -9,6 +9,7 @@
 // per block of 32 an exact int32 sum of the code products, then one float
 // multiply-add per block, sum += sumi * (d_w * d_x), in block order.
 #include <cstring>
+#include <limits>
 
 #include "engine/core/half.h"
 #include "engine/kernels/dot_kquants_ref.h"
@@ -102,33 +103,34 @@ DotFn dot_for(DType type) noexcept {
     }
 }
 
-// Interleaved weights: each super-block of a row is put back into its plain
-// bytes and dotted alone; summing the per-block results from 0 in order gives
-// the plain reference's float sum bit for bit (its loop adds the same terms).
+// Interleaved weights: each row is put back into its plain bytes and dotted
+// by the plain reference, so the results are the plain reference's bits.
 void interleaved_matmul(DType weight_type, int64_t k, const void* w, size_t w_stride, int64_t r0, int64_t r1,
                         const void* x, size_t x_stride, int64_t n_tokens, float* out, int64_t out_stride,
                         const RowClaims* claims) noexcept {
     const DType plain = quant::plain_type(weight_type);
     const DotFn dot = dot_for(plain);
-    const TypeTraits& wt = type_traits(plain);
-    const auto x_block = static_cast<int64_t>(type_traits(vec_dot_type(plain)).block_bytes);
-    const int64_t nb = k / wt.block_size;
+    const int64_t nb = k / type_traits(plain).block_size;
+    const auto block_bytes = static_cast<int64_t>(type_traits(plain).block_bytes);
     const auto* wb = static_cast<const std::byte*>(w);
     const auto* xb = static_cast<const std::byte*>(x);
-    alignas(16) std::byte block[512];
+    std::byte* row = detail::thread_scratch(w_stride);
+    if (row == nullptr) {  // no memory: every output a NaN rather than a wrong number
+        detail::for_each_claimed(r0, r1, claims, [&](int64_t a, int64_t b) {
+            for (int64_t t = 0; t < n_tokens; ++t)
+                for (int64_t r = a; r < b; ++r) out[t * out_stride + r] = std::numeric_limits<float>::quiet_NaN();
+        });
+        return;
+    }
     detail::for_each_claimed(r0, r1, claims, [&](int64_t a, int64_t b) {
-        for (int64_t t = 0; t < n_tokens; ++t)
-            for (int64_t r = a; r < b; ++r) {
-                const int64_t first = r - r % quant::kInterleaveRows;
-                const std::byte* group = wb + first * static_cast<int64_t>(w_stride);
-                const std::byte* xt = xb + t * static_cast<int64_t>(x_stride);
-                float sum = 0.0f;
-                for (int64_t i = 0; i < nb; ++i) {
-                    quant::deinterleaved_block(weight_type, group, k, static_cast<int>(r - first), i, block);
-                    sum += dot(wt.block_size, block, xt + i * x_block);
-                }
-                out[t * out_stride + r] = sum;
-            }
+        for (int64_t r = a; r < b; ++r) {
+            const int64_t first = r - r % quant::kInterleaveRows;
+            const std::byte* group = wb + first * static_cast<int64_t>(w_stride);
+            for (int64_t i = 0; i < nb; ++i)
+                quant::deinterleaved_block(weight_type, group, k, static_cast<int>(r - first), i, row + i * block_bytes);
+            for (int64_t t = 0; t < n_tokens; ++t)
+                out[t * out_stride + r] = dot(k, row, xb + t * static_cast<int64_t>(x_stride));
+        }
     });
 }
 

@@ -2,6 +2,7 @@
 
 #include <cassert>
 #include <cstring>
+#include <utility>
 
 #include "engine/quant/blocks.h"
 
@@ -54,39 +55,61 @@ void map_q5_k_block(int r, Copy&& copy) {
     for (int q = 0; q < 32; ++q) copy(kQ5Codes + 64 * q + 4 * r, offsetof(BlockQ5_K, qs) + 4 * q, 4);
 }
 
+// Q8_0_R16 and Q4_0_R16: per group and block of 32, the 16 fp16 d, then the
+// code bytes as quads at 32 + 64 q + 4 r (8 quads for Q8_0, 4 for Q4_0).
+template <class Copy>
+void map_legacy_block(int quads, int r, Copy&& copy) {
+    copy(2 * r, 0, 2);
+    for (int q = 0; q < quads; ++q) copy(32 + 64 * q + 4 * r, 2 + 4 * q, 4);
+}
+
 // Calls map(r, copy) with the map of `type` (its plain block and group bytes).
 template <class Copy>
 void map_block(DType plain, int r, Copy&& copy) {
-    if (plain == DType::Q4_K) map_q4_k_block(r, copy);
-    else if (plain == DType::Q5_K) map_q5_k_block(r, copy);
-    else map_q6_k_block(r, copy);
+    switch (plain) {
+        case DType::Q4_K: map_q4_k_block(r, copy); break;
+        case DType::Q5_K: map_q5_k_block(r, copy); break;
+        case DType::Q6_K: map_q6_k_block(r, copy); break;
+        case DType::Q8_0: map_legacy_block(8, r, copy); break;
+        default: map_legacy_block(4, r, copy); break;  // Q4_0
+    }
 }
 
 int64_t group_block_bytes(DType plain) noexcept {
-    return plain == DType::Q4_K ? kQ4KGroupBlockBytes : plain == DType::Q5_K ? kQ5KGroupBlockBytes : kQ6KGroupBlockBytes;
+    return kInterleaveRows * static_cast<int64_t>(type_traits(plain).block_bytes);
 }
 
 }  // namespace
 
+namespace {
+constexpr std::pair<DType, DType> kLayouts[] = {
+    {DType::Q4_0, DType::Q4_0_R16}, {DType::Q8_0, DType::Q8_0_R16}, {DType::Q4_K, DType::Q4_K_R16},
+    {DType::Q5_K, DType::Q5_K_R16}, {DType::Q6_K, DType::Q6_K_R16},
+};
+}  // namespace
+
 std::optional<DType> interleaved_type(DType plain) noexcept {
-    if (plain == DType::Q4_K) return DType::Q4_K_R16;
-    if (plain == DType::Q5_K) return DType::Q5_K_R16;
-    if (plain == DType::Q6_K) return DType::Q6_K_R16;
+    for (const auto& [from, to] : kLayouts)
+        if (from == plain) return to;
     return std::nullopt;
 }
 
 bool is_interleaved(DType type) noexcept {
-    return type == DType::Q4_K_R16 || type == DType::Q5_K_R16 || type == DType::Q6_K_R16;
+    for (const auto& layout : kLayouts)
+        if (layout.second == type) return true;
+    return false;
 }
 
 DType plain_type(DType interleaved) noexcept {
-    assert(is_interleaved(interleaved));
-    return interleaved == DType::Q4_K_R16 ? DType::Q4_K : interleaved == DType::Q5_K_R16 ? DType::Q5_K : DType::Q6_K;
+    for (const auto& [from, to] : kLayouts)
+        if (to == interleaved) return from;
+    assert(false && "not an interleaved layout");
+    return interleaved;
 }
 
 void interleave_rows(DType plain, const std::byte* src, int64_t rows, int64_t k, std::byte* dst) noexcept {
-    assert(interleaved_type(plain) && rows % kInterleaveRows == 0 && k % kQK_K == 0);
-    const int64_t nb = k / kQK_K;
+    assert(interleaved_type(plain) && rows % kInterleaveRows == 0 && k % type_traits(plain).block_size == 0);
+    const int64_t nb = k / type_traits(plain).block_size;
     const auto block_bytes = static_cast<int64_t>(type_traits(plain).block_bytes);
     const int64_t row_bytes = nb * block_bytes;
     for (int64_t g = 0; g < rows / kInterleaveRows; ++g) {
@@ -104,7 +127,7 @@ void interleave_rows(DType plain, const std::byte* src, int64_t rows, int64_t k,
 
 void deinterleaved_block(DType interleaved, const std::byte* group, int64_t k, int r, int64_t i,
                          std::byte* block) noexcept {
-    assert(is_interleaved(interleaved) && 0 <= r && r < kInterleaveRows && i < k / kQK_K);
+    assert(is_interleaved(interleaved) && 0 <= r && r < kInterleaveRows && i < k / type_traits(plain_type(interleaved)).block_size);
     (void)k;
     const DType plain = plain_type(interleaved);
     const std::byte* in = group + i * group_block_bytes(plain);

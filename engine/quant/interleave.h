@@ -1,5 +1,5 @@
 #pragma once
-// Interleaved weight layouts: 16 rows of a K-quant matrix stored together so
+// Interleaved weight layouts: 16 rows of a quantized matrix stored together so
 // that a SIMD kernel finds the same bytes of 16 rows in one vector (rows in
 // lanes). Decoding then shares every activation load, scale decode and
 // instruction among 16 rows instead of paying them per row.
@@ -17,6 +17,8 @@
 // Q6_K_R16 likewise (16 x 210 bytes): the 16 rows' fp16 d at [0, 32), the 16
 // int8 scales as four words at [32, 288), the 128 ql bytes as 32 quads at
 // [288, 2336) and the 64 qh bytes as 16 quads at [2336, 3360).
+// Q8_0_R16 and Q4_0_R16, per block of 32 (16 x 34 or 16 x 18 bytes): the 16
+// rows' fp16 d at [0, 32), then the code bytes as quads at 32 + 64 q + 4 r.
 // Groups follow each other; group g starts where plain row 16 g starts, so a
 // view of whole groups keeps its address arithmetic.
 #include <cstddef>
