@@ -479,21 +479,16 @@ TEST_CASE("matmul: interleaved Q8_0 and Q4_0 weights", "[kernels][matmul][thread
                                 1e-6 * mag[t * 48 + r] + 1e-30);
                     }
                 std::atomic<int64_t> next{3};
-                std::vector<float> claimed;
-                {
-                    std::vector<std::vector<float>> parts(3);
-                    std::vector<float> shared(static_cast<size_t>(n_tokens * 48), kSentinel);
-                    std::vector<std::thread> threads;
-                    const int64_t chunk = matmul_row_tile(layout, n_tokens);
-                    for (int ith = 0; ith < 3; ++ith)
-                        threads.emplace_back([&, ith] {
-                            const RowClaims claims{&next, chunk, ith};
-                            set->matmul(layout, 96, packed.data(), row_bytes, 0, 48, o.x.data(), o.x_stride, n_tokens,
-                                        shared.data(), 48, &claims);
-                        });
-                    for (std::thread& th : threads) th.join();
-                    claimed = shared;
-                }
+                std::vector<float> claimed(static_cast<size_t>(n_tokens * 48), kSentinel);
+                std::vector<std::thread> threads;
+                const int64_t chunk = matmul_row_tile(layout, n_tokens);
+                for (int ith = 0; ith < 3; ++ith)
+                    threads.emplace_back([&, ith] {
+                        const RowClaims claims{&next, chunk, ith};
+                        set->matmul(layout, 96, packed.data(), row_bytes, 0, 48, o.x.data(), o.x_stride, n_tokens,
+                                    claimed.data(), 48, &claims);
+                    });
+                for (std::thread& th : threads) th.join();
                 INFO(set->name << " claimed rows, " << kiln::dtype_name(type) << " tokens " << n_tokens);
                 REQUIRE(std::memcmp(claimed.data(), got.data(), got.size() * sizeof(float)) == 0);
             }
