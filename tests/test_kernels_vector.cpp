@@ -444,6 +444,102 @@ TEST_CASE("vector: rope within tolerance of the double-precision reference", "[k
     }
 }
 
+TEST_CASE("vector: NEOX, scaled and factored rope within tolerance of the reference", "[kernels][vector]") {
+    Rng rng(11);
+    Worst worst{"rope (spec) fast vs ref"};
+    struct Case {
+        const char* what;
+        k::RopeSpec spec;
+        bool factors;
+    };
+    const auto spec = [](int64_t heads, int64_t head_dim, int64_t n_rot, float base, k::RopeStyle style) {
+        k::RopeSpec s;
+        s.n_heads = heads, s.head_dim = head_dim, s.n_rot = n_rot, s.freq_base = base, s.style = style;
+        return s;
+    };
+    std::vector<Case> cases;
+    for (k::RopeStyle style : {k::RopeStyle::Adjacent, k::RopeStyle::Neox}) {
+        cases.push_back({"plain", spec(3, 64, 64, 10000.0f, style), false});
+        cases.push_back({"partial", spec(5, 80, 48, 500000.0f, style), false});
+        cases.push_back({"odd head", spec(9, 65, 30, 10000.0f, style), false});
+        cases.push_back({"long", spec(1, 520, 516, 10000.0f, style), true});
+        Case linear{"linear", spec(4, 64, 64, 10000.0f, style), true};
+        linear.spec.freq_scale = 0.25f;
+        cases.push_back(linear);
+        Case yarn{"yarn", spec(4, 128, 128, 1e6f, style), true};
+        yarn.spec.freq_scale = 0.125f, yarn.spec.ext_factor = 1.0f, yarn.spec.n_ctx_orig = 4096;
+        yarn.spec.attn_factor = 0.9f;
+        cases.push_back(yarn);
+    }
+    for (const Case& c : cases) {
+        const k::RopeSpec& s = c.spec;
+        std::vector<float> factors;
+        for (int64_t i = 0; i < s.n_rot / 2; ++i) factors.push_back(1.0f + static_cast<float>(i % 7) * 0.75f);
+        for (int64_t pos : {0, 1, 17, 4095, 100000}) {
+            INFO(c.what << " style=" << static_cast<int>(s.style) << " pos=" << pos);
+            const int64_t n = s.n_heads * s.head_dim;
+            std::vector<float> x = rng.normals(n + 3, 1.0);
+            std::vector<float> want = x, got = x;
+            const float* ff = c.factors ? factors.data() : nullptr;
+            k::ref::rope(want.data(), s, pos, ff);
+            k::rope(got.data(), s, pos, ff);
+            const double mag = k::rope_magnitude(s);
+            for (int64_t i = 0; i < n; ++i) {
+                const int64_t d = i % s.head_dim;
+                if (d >= s.n_rot) {
+                    REQUIRE(std::bit_cast<uint32_t>(got[i]) == std::bit_cast<uint32_t>(x[i]));
+                    continue;
+                }
+                const int64_t half = s.n_rot / 2;
+                const int64_t other = s.style == k::RopeStyle::Neox ? (d < half ? i + half : i - half)
+                                                                     : (d % 2 == 0 ? i + 1 : i - 1);
+                worst.add(i, got[i], want[i], 1e-6 * mag * (std::fabs(x[i]) + std::fabs(x[other])));
+            }
+            for (int64_t i = n; i < n + 3; ++i) REQUIRE(got[i] == x[i]);
+            REQUIRE_WITHIN(worst);
+        }
+    }
+}
+
+TEST_CASE("vector: rope styles, linear scaling and frequency factors agree with their definitions",
+          "[kernels][vector]") {
+    Rng rng(12);
+    const int64_t heads = 3, head_dim = 40, n_rot = 32, half = n_rot / 2, n = heads * head_dim;
+    k::RopeSpec adjacent;
+    adjacent.n_heads = heads, adjacent.head_dim = head_dim, adjacent.n_rot = n_rot, adjacent.freq_base = 10000.0f;
+    k::RopeSpec neox = adjacent;
+    neox.style = k::RopeStyle::Neox;
+    // NEOX pairs (i, i + half) are the adjacent pairs of the head with its first
+    // n_rot values interleaved: permute, rotate adjacent, permute back.
+    const std::vector<float> x = rng.normals(n, 1.0);
+    std::vector<float> by_neox = x, interleaved = x;
+    for (int64_t h = 0; h < heads; ++h)
+        for (int64_t i = 0; i < half; ++i) {
+            interleaved[h * head_dim + 2 * i] = x[h * head_dim + i];
+            interleaved[h * head_dim + 2 * i + 1] = x[h * head_dim + i + half];
+        }
+    k::ref::rope(by_neox.data(), neox, 1234, nullptr);
+    k::ref::rope(interleaved.data(), adjacent, 1234, nullptr);
+    for (int64_t h = 0; h < heads; ++h)
+        for (int64_t i = 0; i < half; ++i) {
+            CHECK(by_neox[h * head_dim + i] == interleaved[h * head_dim + 2 * i]);
+            CHECK(by_neox[h * head_dim + i + half] == interleaved[h * head_dim + 2 * i + 1]);
+        }
+    // Linear scaling by 1/4 at position 4p, and factors of 4 at 4p, are the plain rope at p.
+    k::RopeSpec linear = neox;
+    linear.freq_scale = 0.25f;
+    const std::vector<float> fours(static_cast<size_t>(half), 4.0f);
+    for (const bool by_factor : {false, true}) {
+        std::vector<float> scaled = x, plain = x;
+        if (by_factor)
+            k::rope(scaled.data(), neox, 4 * 777, fours.data());
+        else
+            k::rope(scaled.data(), linear, 4 * 777, nullptr);
+        k::rope(plain.data(), neox, 777, nullptr);
+        for (int64_t i = 0; i < n; ++i) CHECK(std::fabs(scaled[i] - plain[i]) <= 1e-6 * (std::fabs(plain[i]) + 1e-3));
+    }
+}
+
 // ---------------------------------------------------------------- PyTorch fixture
 
 TEST_CASE("vector fixture: activations match PyTorch", "[kernels][vector][fixture]") {
@@ -515,6 +611,7 @@ TEST_CASE("vector fixture: rope matches PyTorch", "[kernels][vector][fixture]") 
                 fn(o, static_cast<int64_t>(c.n_heads), static_cast<int64_t>(c.head_dim), n_rot, pos[static_cast<size_t>(t)], base);
             });
         };
-        check_fixture(name, rotate(k::rope), rotate(k::ref::rope), want);
+        using Plain = void (*)(float*, int64_t, int64_t, int64_t, int64_t, float) noexcept;
+        check_fixture(name, rotate(static_cast<Plain>(k::rope)), rotate(static_cast<Plain>(k::ref::rope)), want);
     }
 }

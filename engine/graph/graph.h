@@ -17,6 +17,7 @@
 
 #include "engine/core/dtype.h"
 #include "engine/graph/op_list.h"
+#include "engine/kernels/rope_spec.h"
 
 namespace kiln {
 
@@ -61,8 +62,7 @@ struct RowsParams {
     int64_t first;  // SliceRows: rows [first, first + count) of the source
 };
 struct RopeParams {
-    int64_t n_heads, head_dim, n_rot;
-    float freq_base;
+    kernels::RopeSpec spec;
     bool inverse = false;  // rotate by the negative angle (rope's backward)
 };
 struct CachedAttentionParams {

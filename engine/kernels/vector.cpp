@@ -277,8 +277,8 @@ void softmax(const float* x, float* out, int64_t n) noexcept {
     scale(out, static_cast<float>(1.0 / sum), out, n);
 }
 
-void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos, float freq_base) noexcept {
-    assert(n_rot % 2 == 0 && n_rot <= head_dim);
+void rope(float* x, const RopeSpec& s, int64_t pos, const float* freq_factors) noexcept {
+    assert(s.n_rot % 2 == 0 && s.n_rot <= s.head_dim);
     // The angle pos * base^(-2i/n_rot) is formed in double: in float it would
     // carry ~pos * 6e-8 rad of error (2.4e-4 rad at pos 4096), visible in every
     // rotated value. The per-pair cos/sin table is built once per call (for all
@@ -289,23 +289,63 @@ void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t po
     alignas(64) double cs[kPairs];
     alignas(64) float cos2[2 * kPairs];
     alignas(64) float sin2[2 * kPairs];
-    const double log_step = -2.0 * std::log(static_cast<double>(freq_base)) / static_cast<double>(n_rot);
+    const int64_t half = s.n_rot / 2;
+    const double log_step = -2.0 * std::log(static_cast<double>(s.freq_base)) / static_cast<double>(s.n_rot);
     const double p = static_cast<double>(pos);
+    const bool scaled = freq_factors != nullptr || !s.plain();
+    const YarnRange range = yarn_range(s);
+    const double magnitude = rope_magnitude(s);
     const auto swap = xsimd::make_batch_constant<xsimd::batch<uint32_t>, PairSwap>();
 
-    for (int64_t p0 = 0; p0 < n_rot / 2; p0 += kPairs) {
-        const int64_t np = std::min(kPairs, n_rot / 2 - p0);
+    for (int64_t p0 = 0; p0 < half; p0 += kPairs) {
+        const int64_t np = std::min(kPairs, half - p0);
         for (int64_t i = 0; i < np; ++i) ang[i] = static_cast<double>(p0 + i) * log_step;
         int64_t i = 0;
-        for (; i + DW <= np; i += DW) {
-            const auto sc = xsimd::sincos(dbatch(p) * xsimd::exp(dbatch::load_aligned(ang + i)));
-            sc.first.store_aligned(sn + i);
-            sc.second.store_aligned(cs + i);
+        if (!scaled) {
+            for (; i + DW <= np; i += DW) {
+                const auto sc = xsimd::sincos(dbatch(p) * xsimd::exp(dbatch::load_aligned(ang + i)));
+                sc.first.store_aligned(sn + i);
+                sc.second.store_aligned(cs + i);
+            }
+            for (; i < np; ++i) {
+                const double theta = p * std::exp(ang[i]);
+                sn[i] = std::sin(theta);
+                cs[i] = std::cos(theta);
+            }
+        } else {
+            // Scaled angles (frequency factors, linear or YaRN scaling) are
+            // rare enough per call to take the scalar route.
+            for (; i < np; ++i) {
+                double theta = p * std::exp(ang[i]);
+                if (freq_factors != nullptr) theta /= freq_factors[p0 + i];
+                theta = scaled_rope_angle(s, range, p0 + i, theta);
+                sn[i] = std::sin(theta) * magnitude;
+                cs[i] = std::cos(theta) * magnitude;
+            }
         }
-        for (; i < np; ++i) {
-            const double theta = p * std::exp(ang[i]);
-            sn[i] = std::sin(theta);
-            cs[i] = std::cos(theta);
+        if (s.style == RopeStyle::Neox) {
+            // Pairs (j, j + half): plain cos/sin tables over the chunk's pairs.
+            for (int64_t j = 0; j < np; ++j) {
+                cos2[j] = static_cast<float>(cs[j]);
+                sin2[j] = static_cast<float>(sn[j]);
+            }
+            for (int64_t h = 0; h < s.n_heads; ++h) {
+                float* lo = x + h * s.head_dim + p0;
+                float* hi = lo + half;
+                int64_t j = 0;
+                for (; j + W <= np; j += W) {
+                    const batch a = load(lo + j), b = load(hi + j);
+                    const batch c = batch::load_aligned(cos2 + j), sv = batch::load_aligned(sin2 + j);
+                    xsimd::fms(a, c, b * sv).store_unaligned(lo + j);
+                    xsimd::fma(b, c, a * sv).store_unaligned(hi + j);
+                }
+                for (; j < np; ++j) {
+                    const float a = lo[j], b = hi[j];
+                    lo[j] = std::fma(a, cos2[j], -(b * sin2[j]));
+                    hi[j] = std::fma(b, cos2[j], a * sin2[j]);
+                }
+            }
+            continue;
         }
         // Interleaved tables: out = x * (c, c) + swap(x) * (-s, s) gives
         // (x0 c - x1 s, x1 c + x0 s) for each pair in one multiply-add.
@@ -315,8 +355,8 @@ void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t po
             sin2[2 * j + 1] = static_cast<float>(sn[j]);
         }
         const int64_t len = 2 * np;
-        for (int64_t h = 0; h < n_heads; ++h) {
-            float* seg = x + h * head_dim + 2 * p0;
+        for (int64_t h = 0; h < s.n_heads; ++h) {
+            float* seg = x + h * s.head_dim + 2 * p0;
             int64_t j = 0;
             for (; j + W <= len; j += W) {
                 const batch v = load(seg + j);
@@ -332,6 +372,15 @@ void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t po
             }
         }
     }
+}
+
+void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos, float freq_base) noexcept {
+    RopeSpec s;
+    s.n_heads = n_heads;
+    s.head_dim = head_dim;
+    s.n_rot = n_rot;
+    s.freq_base = freq_base;
+    rope(x, s, pos, nullptr);
 }
 
 }  // namespace kiln::kernels

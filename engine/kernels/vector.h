@@ -6,6 +6,8 @@
 // not partially overlap. n is the element count of one row.
 #include <cstdint>
 
+#include "engine/kernels/rope_spec.h"
+
 namespace kiln::kernels {
 
 void add(const float* a, const float* b, float* out, int64_t n) noexcept;
@@ -27,10 +29,12 @@ void layer_norm(const float* x, const float* weight, const float* bias, float ep
 // A row that is all -inf (fully masked) gives zeros, as attend does.
 void softmax(const float* x, float* out, int64_t n) noexcept;
 
-// Rotary position embedding, the interleaved-pair form llama.cpp uses for the
-// `llama` architecture (rope mode 0): within each head of head_dim values, pairs
-// (x[2i], x[2i+1]) for 2i < n_rot are rotated by angle pos * base^(-2i / n_rot).
-// x holds n_heads heads of head_dim values, rotated in place.
+// Rotary position embedding (rope_spec.h): within each head of head_dim
+// values, pair i < n_rot/2 ((x[2i], x[2i+1]) or, Neox, (x[i], x[i + n_rot/2]))
+// is rotated by angle pos * base^(-2i / n_rot) / freq_factors[i] (factors may
+// be null), scaled as the spec says. x holds n_heads heads, rotated in place.
+void rope(float* x, const RopeSpec& s, int64_t pos, const float* freq_factors) noexcept;
+// Mode 0, no scaling: rope(x, {n_heads, head_dim, n_rot, freq_base}, pos, nullptr).
 void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos, float freq_base) noexcept;
 
 }  // namespace kiln::kernels

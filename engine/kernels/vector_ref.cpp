@@ -110,23 +110,39 @@ void softmax(const float* x, float* out, int64_t n) noexcept {
     for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(std::exp(x[i] - max) / sum);
 }
 
-void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos, float freq_base) noexcept {
-    assert(n_rot % 2 == 0 && n_rot <= head_dim);
-    for (int64_t h = 0; h < n_heads; ++h) {
-        float* head = x + h * head_dim;
-        for (int64_t i = 0; 2 * i < n_rot; ++i) {
+void rope(float* x, const RopeSpec& s, int64_t pos, const float* freq_factors) noexcept {
+    assert(s.n_rot % 2 == 0 && s.n_rot <= s.head_dim);
+    const YarnRange range = yarn_range(s);
+    const double magnitude = rope_magnitude(s);
+    const int64_t half = s.n_rot / 2;
+    for (int64_t h = 0; h < s.n_heads; ++h) {
+        float* head = x + h * s.head_dim;
+        for (int64_t i = 0; i < half; ++i) {
             // The angle in double: in float, pos * freq for pos in the
             // thousands is off by ~1e-4 rad, far more than a float rounding.
-            const double theta = static_cast<double>(pos) *
-                                 std::pow(static_cast<double>(freq_base), -2.0 * static_cast<double>(i) / n_rot);
-            const double c = std::cos(theta);
-            const double s = std::sin(theta);
-            const double x0 = head[2 * i];
-            const double x1 = head[2 * i + 1];
-            head[2 * i] = static_cast<float>(x0 * c - x1 * s);
-            head[2 * i + 1] = static_cast<float>(x0 * s + x1 * c);
+            double theta = static_cast<double>(pos) *
+                           std::pow(static_cast<double>(s.freq_base), -2.0 * static_cast<double>(i) / s.n_rot);
+            if (freq_factors != nullptr) theta /= freq_factors[i];
+            theta = scaled_rope_angle(s, range, i, theta);
+            const double c = std::cos(theta) * magnitude;
+            const double sn = std::sin(theta) * magnitude;
+            const int64_t a = s.style == RopeStyle::Neox ? i : 2 * i;
+            const int64_t b = s.style == RopeStyle::Neox ? i + half : 2 * i + 1;
+            const double x0 = head[a];
+            const double x1 = head[b];
+            head[a] = static_cast<float>(x0 * c - x1 * sn);
+            head[b] = static_cast<float>(x0 * sn + x1 * c);
         }
     }
+}
+
+void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos, float freq_base) noexcept {
+    RopeSpec s;
+    s.n_heads = n_heads;
+    s.head_dim = head_dim;
+    s.n_rot = n_rot;
+    s.freq_base = freq_base;
+    rope(x, s, pos, nullptr);
 }
 
 }  // namespace kiln::kernels::ref

@@ -7,6 +7,8 @@
 // rules as vector.h (out == x allowed, partial overlap not).
 #include <cstdint>
 
+#include "engine/kernels/rope_spec.h"
+
 namespace kiln::kernels::ref {
 
 void add(const float* a, const float* b, float* out, int64_t n) noexcept;
@@ -24,6 +26,8 @@ void layer_norm(const float* x, const float* weight, const float* bias, float ep
 
 void softmax(const float* x, float* out, int64_t n) noexcept;
 
+void rope(float* x, const RopeSpec& s, int64_t pos, const float* freq_factors) noexcept;
+// Mode 0, no scaling: rope(x, {n_heads, head_dim, n_rot, freq_base}, pos, nullptr).
 void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos, float freq_base) noexcept;
 
 }  // namespace kiln::kernels::ref

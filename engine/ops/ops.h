@@ -29,7 +29,11 @@ NodeId softmax(Graph& g, NodeId x);
 // weights the activations are quantized to Q8_0 once, in a node of their own.
 NodeId matmul(Graph& g, NodeId w, NodeId x);
 
-// Rotary embedding of x [n_heads * head_dim, n] at I32 positions [n].
+// Rotary embedding of x [n_heads * head_dim, n] at I32 positions [n], as
+// `spec` says (engine/kernels/rope_spec.h); freq_factors, when given, is an F32
+// [n_rot / 2] the angles are divided by (Llama 3.1's rope_freqs.weight).
+NodeId rope(Graph& g, NodeId x, NodeId positions, const kernels::RopeSpec& spec, NodeId freq_factors = kNoNode);
+// Mode 0, no scaling.
 NodeId rope(Graph& g, NodeId x, NodeId positions, int64_t n_heads, int64_t head_dim, int64_t n_rot, float freq_base);
 
 // Writes x [kv_dim, n] into rows positions[t] of a cache state [kv_dim, n_ctx];
