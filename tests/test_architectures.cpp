@@ -28,6 +28,7 @@ std::shared_ptr<const GgufFile> file_of(const std::vector<GgufEntry>& metadata, 
     w.set("tokenizer.ggml.eos_token_id", uint32_t{2});
     for (const arch::TensorSpec& s : specs) {
         if (s.optional && !with_optional) continue;
+        if (s.name == "rope_freqs.weight") continue;  // zeros are no valid factors
         uint64_t n = 1;
         for (uint64_t d : s.dims) n *= d;
         data.emplace_back(n * sizeof(float));

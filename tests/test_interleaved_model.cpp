@@ -39,6 +39,7 @@ std::filesystem::path write_q4_k_llama(const std::filesystem::path& dir) {
     std::normal_distribution<float> normal(0.0f, 0.08f);
     std::vector<std::vector<std::byte>> data;
     for (const arch::TensorSpec& spec : arch::llama_tensor_specs(p)) {
+        if (spec.optional && spec.role != arch::TensorRole::Matrix) continue;  // no biases, no rope factors
         uint64_t n = 1;
         for (uint64_t d : spec.dims) n *= d;
         const bool matrix = spec.dims.size() == 2;

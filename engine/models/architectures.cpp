@@ -1,6 +1,10 @@
 #include "engine/models/architectures.h"
 
+#include <set>
+
 #include <fmt/ranges.h>
+
+#include "engine/core/printable.h"
 
 #include "engine/core/error.h"
 #include "engine/models/decoder_lm.h"
@@ -14,7 +18,8 @@ namespace kiln {
 #define KILN_DECODER_ARCHITECTURES(X) \
     X(llama)                          \
     X(gpt2)                           \
-    X(minicpm)
+    X(minicpm)                        \
+    X(qwen2)
 
 #define KILN_DECLARE_DECODER(name) std::unique_ptr<DecoderArch> load_##name##_decoder(const GgufFile& file);
 KILN_DECODER_ARCHITECTURES(KILN_DECLARE_DECODER)
@@ -32,6 +37,23 @@ constexpr DecoderEntry kDecoders[] = {KILN_DECODER_ARCHITECTURES(KILN_DECODER_EN
 #undef KILN_DECODER_ENTRY
 
 constexpr const char* kSeq2seq = "transformer";
+
+// A tensor the architecture does not use would be ignored: refused instead
+// (it may be a piece of the model kiln does not implement).
+void refuse_unused_tensors(const GgufFile& file, const DecoderArch& decoder) {
+    std::set<std::string, std::less<>> used;
+    for (const arch::TensorSpec& s : decoder.tensor_specs()) used.insert(s.name);
+    for (const GgufTensor& t : file.tensors())
+        if (!used.contains(t.name))
+            fail("model", "{}: tensor '{}' is not used by kiln's {} (it may be part of the model kiln does not "
+                 "implement; refusing rather than ignoring it)", file.name(), printable(t.name), decoder.name());
+}
+
+std::unique_ptr<DecoderArch> load_checked(const DecoderEntry& e, const GgufFile& file) {
+    std::unique_ptr<DecoderArch> decoder = e.load(file);
+    refuse_unused_tensors(file, *decoder);
+    return decoder;
+}
 
 }  // namespace
 
@@ -57,7 +79,7 @@ std::string check_model(const GgufFile& file) {
         return arch;
     }
     for (const DecoderEntry& e : kDecoders)
-        if (arch == e.name) return e.load(file)->name();
+        if (arch == e.name) return load_checked(e, file)->name();
     fail("model", "{}: architecture '{}' is not supported (supported: {}, {})", file.name(), arch,
          fmt::join(decoder_architectures(), ", "), kSeq2seq);
 }
@@ -66,7 +88,7 @@ std::unique_ptr<CausalLm> load_causal_lm(std::shared_ptr<const GgufFile> file) {
     const std::string arch = file->get_string("general.architecture");
     for (const DecoderEntry& e : kDecoders)
         if (arch == e.name) {
-            std::unique_ptr<DecoderArch> decoder = e.load(*file);
+            std::unique_ptr<DecoderArch> decoder = load_checked(e, *file);
             return std::make_unique<DecoderLm>(std::move(file), std::move(decoder));
         }
     if (arch == kSeq2seq)

@@ -33,6 +33,7 @@ std::unique_ptr<DecoderArch> load_llama_decoder(const GgufFile& f) {
     arch::LlamaParams p = arch::LlamaParams::read(f);
     const auto t = arch::llama_tensors<const GgufTensor*>(p, [&](const arch::TensorSpec& s) { return model_tensors::find(f, s); });
     if (t.output == nullptr) model_tensors::find_tied_head(f, p.dim, p.n_vocab, t.token_embd->name);
+    if (t.rope_freqs != nullptr) model_tensors::check_rope_factors(f, *t.rope_freqs);
     return std::make_unique<LlamaDecoder>(std::move(p));
 }
 

@@ -35,6 +35,7 @@ std::unique_ptr<DecoderArch> load_minicpm_decoder(const GgufFile& f) {
     arch::MiniCpmParams p = arch::MiniCpmParams::read(f);
     const auto t = arch::llama_tensors<const GgufTensor*>(p.llama, [&](const arch::TensorSpec& s) { return model_tensors::find(f, s); });
     if (t.output == nullptr) model_tensors::find_tied_head(f, p.llama.dim, p.llama.n_vocab, t.token_embd->name);
+    if (t.rope_freqs != nullptr) model_tensors::check_rope_factors(f, *t.rope_freqs);
     return std::make_unique<MiniCpmDecoder>(std::move(p));
 }
 

@@ -1,5 +1,8 @@
 #include "engine/models/model_tensors.h"
 
+#include <cmath>
+#include <cstring>
+
 #include <fmt/ranges.h>
 
 #include "engine/core/error.h"
@@ -40,6 +43,17 @@ const GgufTensor* find(const GgufFile& f, const std::string& name, const std::ve
 
 const GgufTensor* find_tied_head(const GgufFile& f, int64_t dim, int64_t n_vocab, const std::string& embd_name) {
     return find(f, embd_name, {static_cast<uint64_t>(dim), static_cast<uint64_t>(n_vocab)}, Role::Matrix);
+}
+
+void check_rope_factors(const GgufFile& f, const GgufTensor& factors) {
+    const auto n = static_cast<int64_t>(factors.dims.at(0));
+    for (int64_t i = 0; i < n; ++i) {
+        float v;
+        std::memcpy(&v, factors.data.data() + i * static_cast<int64_t>(sizeof(float)), sizeof(float));
+        if (!std::isfinite(v) || v <= 0.0f)
+            fail("model", "{}: tensor '{}' holds {} at {} (rope frequency factors must be finite and positive)",
+                 f.name(), factors.name, v, i);
+    }
 }
 
 NodeId leaf(Graph& g, const GgufTensor& t, const std::byte* data, std::optional<DType> type) {

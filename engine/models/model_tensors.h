@@ -25,6 +25,10 @@ inline const GgufTensor* find(const GgufFile& f, const arch::TensorSpec& spec) {
 // A head tied to the token embedding `embd_name` ([dim, n_vocab]): it must be a matrix kiln multiplies with.
 const GgufTensor* find_tied_head(const GgufFile& f, int64_t dim, int64_t n_vocab, const std::string& embd_name);
 
+// Rope frequency factors (rope_freqs.weight, f32): the angles are divided by
+// them, so each must be finite and positive; kiln::Error naming the first that is not.
+void check_rope_factors(const GgufFile& f, const GgufTensor& factors);
+
 // The tensor as a weight leaf of g (1-D or 2-D): its bytes in the file
 // mapping, or at `data` when given (a copy of them, e.g. in huge pages).
 NodeId leaf(Graph& g, const GgufTensor& t, const std::byte* data = nullptr, std::optional<DType> type = std::nullopt);

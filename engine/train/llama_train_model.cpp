@@ -16,7 +16,8 @@ LlamaTrainModel::LlamaTrainModel(arch::LlamaParams params, bool tied, bool decay
         if (v < 1) fail("llama", "sizes must be positive");
     params_.validate("llama");
     for (const arch::TensorSpec& s : arch::llama_tensor_specs(params_)) {
-        if (s.optional && tied_) continue;  // output.weight: the head is the token embedding
+        // Optional tensors are not trained: biases, rope factors, and output.weight when the head is the token embedding.
+        if (s.optional && (tied_ || s.role != arch::TensorRole::Matrix)) continue;
         add(s.name, s.dims,
             s.role == arch::TensorRole::Matrix || (s.role == arch::TensorRole::Table && decay_embeddings));
     }

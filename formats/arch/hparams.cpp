@@ -1,8 +1,11 @@
 #include "formats/arch/hparams.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "engine/core/error.h"
+#include "engine/core/printable.h"
 #include "formats/arch/tensor_spec.h"
 
 namespace kiln::arch {
@@ -33,6 +36,19 @@ bool bool_or(const MetadataView& f, const std::string& key, bool fallback) {
 
 std::string string_or(const MetadataView& f, const std::string& key, const std::string& fallback) {
     return f.find(key) ? f.get_string(key) : fallback;
+}
+
+void refuse_unknown_keys(const MetadataView& f, std::string_view architecture,
+                         std::initializer_list<std::string_view> known, std::initializer_list<std::string_view> more_known) {
+    for (std::string_view key : f.keys()) {
+        if (key.size() <= architecture.size() || !key.starts_with(architecture) || key[architecture.size()] != '.')
+            continue;
+        const std::string_view suffix = key.substr(architecture.size() + 1);
+        const auto is = [&](std::string_view k) { return k == suffix; };
+        if (std::ranges::any_of(known, is) || std::ranges::any_of(more_known, is)) continue;
+        fail("model", "{}: metadata key '{}' is not implemented by kiln's {} (it may change the model's math; refusing "
+             "rather than ignoring it)", f.name(), printable(key), architecture);
+    }
 }
 
 }  // namespace kiln::arch

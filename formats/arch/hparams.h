@@ -3,7 +3,9 @@
 // range checks every architecture shares. Failures are kiln::Error("model")
 // naming the file and the key.
 #include <cstdint>
+#include <initializer_list>
 #include <string>
+#include <string_view>
 
 #include "formats/arch/metadata_view.h"
 
@@ -19,5 +21,12 @@ float number_or(const MetadataView& f, const std::string& key, float fallback);
 bool bool_or(const MetadataView& f, const std::string& key, bool fallback);
 // A string hyper-parameter, or `fallback` when the key is absent.
 std::string string_or(const MetadataView& f, const std::string& key, const std::string& fallback);
+
+// Refuses (kiln::Error("model")) the first key "<architecture>.<suffix>" whose
+// suffix is not in `known`: a key kiln does not read may change the math
+// (a sliding window, soft-capping, experts), so it is never ignored.
+void refuse_unknown_keys(const MetadataView& f, std::string_view architecture,
+                         std::initializer_list<std::string_view> known,
+                         std::initializer_list<std::string_view> more_known = {});
 
 }  // namespace kiln::arch

@@ -31,6 +31,18 @@ const std::vector<uint64_t>* FileMetadata::tensor_dims(std::string_view tensor) 
     return t == nullptr ? nullptr : &t->dims;
 }
 
+std::vector<std::string_view> FileMetadata::keys() const {
+    std::vector<std::string_view> out;
+    for (const GgufEntry& e : file_.metadata()) out.push_back(e.key);
+    return out;
+}
+
+std::vector<std::string_view> EntryMetadata::keys() const {
+    std::vector<std::string_view> out;
+    for (const GgufEntry& e : entries_) out.push_back(e.key);
+    return out;
+}
+
 EntryMetadata::EntryMetadata(std::string name, std::span<const GgufEntry> entries, std::vector<Tensor> tensors)
     : name_(std::move(name)), entries_(entries) {
     for (Tensor& t : tensors) tensors_.emplace(std::move(t.name), std::move(t.dims));

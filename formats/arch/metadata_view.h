@@ -22,6 +22,8 @@ public:
     virtual const GgufValue* find(std::string_view key) const = 0;
     // The ggml dims of tensor `tensor`, or nullptr when there is no such tensor.
     virtual const std::vector<uint64_t>* tensor_dims(std::string_view tensor) const = 0;
+    // Every metadata key, in order.
+    virtual std::vector<std::string_view> keys() const = 0;
 
     std::string get_string(std::string_view key) const;
     int64_t get_int(std::string_view key) const;
@@ -34,6 +36,7 @@ public:
     const std::string& name() const override { return file_.name(); }
     const GgufValue* find(std::string_view key) const override { return file_.find(key); }
     const std::vector<uint64_t>* tensor_dims(std::string_view tensor) const override;
+    std::vector<std::string_view> keys() const override;
 
 private:
     const GgufFile& file_;
@@ -49,6 +52,7 @@ public:
     const std::string& name() const override { return name_; }
     const GgufValue* find(std::string_view key) const override;
     const std::vector<uint64_t>* tensor_dims(std::string_view tensor) const override;
+    std::vector<std::string_view> keys() const override;
 
 private:
     std::string name_;

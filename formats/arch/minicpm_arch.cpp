@@ -16,7 +16,7 @@ constexpr const char* kLogitScale = "logit_scale";
 
 MiniCpmParams MiniCpmParams::read(const MetadataView& f) {
     MiniCpmParams p;
-    p.llama = LlamaParams::read(f, kMiniCpm);
+    p.llama = LlamaParams::read(f, kMiniCpm, {kEmbeddingScale, kResidualScale, kLogitScale});
     const auto scale = [&](const char* suffix) {
         const std::string key = p.llama.key(suffix);
         const auto v = static_cast<float>(f.get_number(key));
