@@ -27,6 +27,10 @@ Gpt2Params Gpt2Params::read(const MetadataView& f) {
     p.ffn_dim = positive(f, kFeedForwardLength);
     p.n_ctx_train = positive(f, kContextLength);
     p.norm_eps = number_or(f, kNormEpsilon, 1e-5f);
+    const auto suffix = [](std::string_view key) { return key.substr(kGpt2.size() + 1); };
+    refuse_unknown_keys(f, kGpt2,
+                        {suffix(kContextLength), suffix(kEmbeddingLength), suffix(kFeedForwardLength),
+                         suffix(kBlockCount), suffix(kHeadCount), suffix(kNormEpsilon)});
     if (!(p.norm_eps > 0)) fail("model", "{}: {} must be positive", f.name(), kNormEpsilon);
     if (p.dim % p.n_heads != 0) fail("model", "{}: width {} is not a multiple of {} heads", f.name(), p.dim, p.n_heads);
     const std::string embd_name = gpt2_tensor_specs(p).front().name;
