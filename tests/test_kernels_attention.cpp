@@ -94,6 +94,8 @@ struct Problem {
     int64_t head_dim = 0, kv_len = 0;
     size_t stride = 0;
     float scale = 1.0f;
+    float softcap = 0.0f;  // > 0: capped scores
+    int64_t kv_start = 0;  // a sliding window's first key
     std::vector<float> q, k, v;
     std::vector<uint8_t> valid;  // empty: pass null
 
@@ -131,12 +133,12 @@ Problem make_problem(Rng& rng, int64_t head_dim, int64_t kv_len, Mask mask, floa
 // Runs one kernel; checks that it wrote exactly head_dim outputs and used only
 // kv_len floats of scratch.
 using AttendFn = void (*)(const float*, const float*, size_t, const float*, size_t, int64_t, int64_t, float,
-                          const uint8_t*, float*, float*) noexcept;
+                          const uint8_t*, float*, float*, float, int64_t) noexcept;
 std::vector<float> run(AttendFn fn, const Problem& p, const std::vector<float>& values) {
     std::vector<float> out(static_cast<size_t>(p.head_dim) + 4, kSentinel);
     std::vector<float> scratch(static_cast<size_t>(p.kv_len) + 8, kSentinel);
     fn(p.q.data(), p.k.data(), p.stride, values.data(), p.stride, p.kv_len, p.head_dim, p.scale, p.mask(), out.data(),
-       scratch.data());
+       scratch.data(), p.softcap, p.kv_start);
     for (size_t i = static_cast<size_t>(p.head_dim); i < out.size(); ++i) REQUIRE(out[i] == kSentinel);
     for (size_t i = static_cast<size_t>(p.kv_len); i < scratch.size(); ++i) REQUIRE(scratch[i] == kSentinel);
     out.resize(static_cast<size_t>(p.head_dim));
@@ -198,6 +200,67 @@ TEST_CASE("attention: fast matches the double-precision reference on odd shapes 
     }
 }
 
+TEST_CASE("attention: soft-capped scores and sliding windows, fast against the reference", "[kernels][attention]") {
+    Rng rng(43);
+    Worst worst{"attend softcap/window fast vs ref"};
+    for (int64_t head_dim : {3, 16, 65, 128}) {
+        for (int64_t kv_len : {1, 17, 100, 700}) {
+            for (Mask mask : {Mask::none, Mask::random}) {
+                for (const float softcap : {0.0f, 0.7f, 50.0f}) {
+                    for (const int64_t window : {int64_t{0}, int64_t{1}, int64_t{13}}) {
+                        INFO("head_dim=" << head_dim << " kv_len=" << kv_len << " mask=" << mask_name(mask)
+                                         << " softcap=" << softcap << " window=" << window);
+                        Problem p = make_problem(rng, head_dim, kv_len, mask, 0.5f);
+                        p.scale *= 4.0f;  // scores of several units, where the cap bends them
+                        p.softcap = softcap;
+                        p.kv_start = window > 0 ? std::max<int64_t>(0, kv_len - window) : 0;
+                        const std::vector<float> fast = run(k::attend, p, p.v);
+                        const std::vector<float> ref = run(k::ref::attend, p, p.v);
+                        std::vector<float> abs_v(p.v.size());
+                        for (size_t i = 0; i < p.v.size(); ++i) abs_v[i] = std::fabs(p.v[i]);
+                        const std::vector<float> magnitude = run(k::ref::attend, p, abs_v);
+                        // A float tanh and the float cap add a few ulps to each score: 4e-6 of the
+                        // weighted magnitude (the scores stay under 50 in size).
+                        for (int64_t d = 0; d < head_dim; ++d) worst.add(d, fast[d], ref[d], 4e-6 * magnitude[d] + 1e-30);
+                        REQUIRE_WITHIN(worst);
+                    }
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("attention: the cap and the window do what their definitions say", "[kernels][attention]") {
+    Rng rng(44);
+    const int64_t head_dim = 8, kv_len = 9;
+    Problem p = make_problem(rng, head_dim, kv_len, Mask::none, 0.0f);
+    p.scale = 3.0f;
+    // A window starting at key 4 is the mask that drops keys 0..3, bit for bit, in both kernels.
+    Problem masked = p;
+    masked.valid.assign(static_cast<size_t>(kv_len), 1);
+    std::fill(masked.valid.begin(), masked.valid.begin() + 4, uint8_t{0});
+    Problem windowed = p;
+    windowed.kv_start = 4;
+    for (AttendFn fn : {AttendFn{k::attend}, AttendFn{k::ref::attend}}) CHECK(run(fn, windowed, p.v) == run(fn, masked, p.v));
+    // The capped reference is the softmax of cap·tanh(scale·q·k / cap), computed here in double.
+    Problem capped = p;
+    capped.softcap = 1.5f;
+    std::vector<double> w(static_cast<size_t>(kv_len));
+    double sum = 0;
+    for (int64_t j = 0; j < kv_len; ++j) {
+        double dot = 0;
+        for (int64_t d = 0; d < head_dim; ++d) dot += double(p.q[d]) * p.k[static_cast<size_t>(j) * p.stride + d];
+        w[j] = std::exp(1.5 * std::tanh(3.0 * dot / 1.5));
+        sum += w[j];
+    }
+    const std::vector<float> got = run(k::ref::attend, capped, p.v);
+    for (int64_t d = 0; d < head_dim; ++d) {
+        double want = 0;
+        for (int64_t j = 0; j < kv_len; ++j) want += w[j] / sum * p.v[static_cast<size_t>(j) * p.stride + d];
+        CHECK(std::fabs(got[d] - want) <= 1e-6 * (std::fabs(want) + 1));
+    }
+}
+
 TEST_CASE("attention: scale is applied to the scores before the softmax", "[kernels][attention]") {
     // Scores (1, 0) * ln 3 give weights (3/4, 1/4): out = 3/4 (4, 0) + 1/4 (0, 8) = (3, 2).
     const float q[2] = {1.0f, 0.0f};
@@ -206,11 +269,11 @@ TEST_CASE("attention: scale is applied to the scores before the softmax", "[kern
     const float scale = static_cast<float>(std::log(3.0));
     for (AttendFn fn : {AttendFn{k::attend}, AttendFn{k::ref::attend}}) {
         float out[2], scratch[2];
-        fn(q, keys, 2, values, 2, 2, 2, scale, nullptr, out, scratch);
+        fn(q, keys, 2, values, 2, 2, 2, scale, nullptr, out, scratch, 0.0f, 0);
         CHECK(out[0] == Approx(3.0).epsilon(1e-6));
         CHECK(out[1] == Approx(2.0).epsilon(1e-6));
         const uint8_t first_only[2] = {1, 0};
-        fn(q, keys, 2, values, 2, 2, 2, scale, first_only, out, scratch);
+        fn(q, keys, 2, values, 2, 2, 2, scale, first_only, out, scratch, 0.0f, 0);
         CHECK(out[0] == 4.0f);
         CHECK(out[1] == 0.0f);
     }
@@ -224,7 +287,7 @@ TEST_CASE("attention: large scores stay finite", "[kernels][attention]") {
     for (AttendFn fn : {AttendFn{k::attend}, AttendFn{k::ref::attend}}) {
         for (float scale : {1.0f, 1e30f}) {
             float out[2], scratch[3];
-            fn(q, keys, 2, values, 2, 3, 2, scale, nullptr, out, scratch);
+            fn(q, keys, 2, values, 2, 3, 2, scale, nullptr, out, scratch, 0.0f, 0);
             REQUIRE(std::isfinite(out[0]));
             REQUIRE(std::isfinite(out[1]));
             if (scale == 1e30f) {  // the top key takes all the weight

@@ -68,6 +68,8 @@ struct RopeParams {
 struct CachedAttentionParams {
     int64_t n_heads, n_kv_heads, head_dim;
     float scale;
+    float softcap = 0.0f;  // > 0: scores capped to softcap · tanh(s / softcap)
+    int64_t window = 0;    // > 0: a query at row r sees rows (r - window, r] only
 };
 struct LossParams {
     int32_t ignore_index;  // targets equal to it do not count (padding); any negative value ignores nothing else

@@ -71,14 +71,24 @@ void prefetch_row(const T* p, int64_t elements) noexcept {
 
 bool valid(const uint8_t* kv_valid, int64_t j) noexcept { return kv_valid == nullptr || kv_valid[j] != 0; }
 
-bool uses(const AttentionQuery& q, int64_t j) noexcept { return j < q.kv_len && valid(q.kv_valid, j); }
+bool uses(const AttentionQuery& q, int64_t j) noexcept {
+    return j >= q.kv_start && j < q.kv_len && valid(q.kv_valid, j);
+}
 
 // Keys [0, n) are used by every query of the block: the smallest kv_len, or 0
-// when some query has a mask (its keys are then checked one by one).
+// when some query has a mask or a window (its keys are then checked one by one).
 int64_t keys_all_use(const AttentionQuery* queries, int nq) noexcept {
     int64_t n = std::numeric_limits<int64_t>::max();
-    for (int i = 0; i < nq; ++i) n = queries[i].kv_valid == nullptr ? std::min(n, queries[i].kv_len) : 0;
+    for (int i = 0; i < nq; ++i)
+        n = queries[i].kv_valid == nullptr && queries[i].kv_start == 0 ? std::min(n, queries[i].kv_len) : 0;
     return n;
+}
+
+// Gemma 2's score cap, cap · tanh(s / cap), as llama.cpp orders it (a multiply
+// by 1/cap, tanh, a multiply by cap). One batch function for every score, so a
+// score's bits do not depend on the epilogue it took.
+batch capped(batch s, float softcap) noexcept {
+    return xsimd::tanh(s * batch(1.0f / softcap)) * batch(softcap);
 }
 
 // Scores are computed in tiles of Q queries x W / Q keys, one accumulator per
@@ -138,7 +148,7 @@ batch in_row_order(batch sums) noexcept {
 // may still be loaded (it lies inside the cache) but its lanes are dropped.
 template <int Q, class K>
 void scores(const AttentionQuery* queries, int nq, const float* const* q, const K* k, size_t k_stride,
-            int64_t max_len, int64_t head_dim, float scale, float* const* score, float* max_out,
+            int64_t max_len, int64_t head_dim, float scale, float softcap, float* const* score, float* max_out,
             int64_t* n_valid_out) noexcept {
     constexpr int64_t kTileKeys = W / Q;
     const int64_t vector_dims = head_dim - head_dim % W;
@@ -174,7 +184,8 @@ void scores(const AttentionQuery* queries, int nq, const float* const* q, const 
         const batch sums = xsimd::haddp(acc);
         if (j0 + kTileKeys <= all_use) {
             alignas(64) float ordered[W];  // lane i * kTileKeys + t: query i, key j0 + t
-            const batch s = in_row_order(sums) * scale_v;
+            batch s = in_row_order(sums) * scale_v;
+            if (softcap > 0.0f) s = capped(s, softcap);
             max_v = xsimd::max(max_v, s);
             s.store_aligned(ordered);
             for (int i = 0; i < nq; ++i) {
@@ -195,6 +206,7 @@ void scores(const AttentionQuery* queries, int nq, const float* const* q, const 
                 float s = dots[lane_of[static_cast<size_t>(i * kTileKeys + t)]];
                 for (int64_t d = vector_dims; d < head_dim; ++d) s = std::fma(q[i][d], element(key[t] + d), s);
                 s *= scale;
+                if (softcap > 0.0f) s = capped(batch(s), softcap).get(0);
                 score[i][j] = s;
                 max[i] = std::max(max[i], s);
                 ++n_valid[i];
@@ -297,7 +309,7 @@ namespace {
 
 template <class K, class V>
 void attend_block_typed(const AttentionQuery* queries, int nq, const K* k, size_t k_stride, const V* v,
-                        size_t v_stride, int64_t head_dim, float scale, float* scratch) noexcept {
+                        size_t v_stride, int64_t head_dim, float scale, float softcap, float* scratch) noexcept {
     if (nq <= 0) return;
     nq = std::min(nq, kQueries);
     int64_t max_len = 0;
@@ -313,9 +325,9 @@ void attend_block_typed(const AttentionQuery* queries, int nq, const K* k, size_
     int64_t n_valid[kQueries] = {};
     std::fill(max, max + kQueries, kNegInf);
     if (max_len > 0) {
-        if (nq == 1) scores<1>(queries, nq, q, k, k_stride, max_len, head_dim, scale, score, max, n_valid);
-        else if (nq == 2) scores<2>(queries, nq, q, k, k_stride, max_len, head_dim, scale, score, max, n_valid);
-        else scores<kQueries>(queries, nq, q, k, k_stride, max_len, head_dim, scale, score, max, n_valid);
+        if (nq == 1) scores<1>(queries, nq, q, k, k_stride, max_len, head_dim, scale, softcap, score, max, n_valid);
+        else if (nq == 2) scores<2>(queries, nq, q, k, k_stride, max_len, head_dim, scale, softcap, score, max, n_valid);
+        else scores<kQueries>(queries, nq, q, k, k_stride, max_len, head_dim, scale, softcap, score, max, n_valid);
     }
 
     // Fully masked queries get zeros and take no part in pass 3.
@@ -358,43 +370,51 @@ void attend_block_typed(const AttentionQuery* queries, int nq, const K* k, size_
 }  // namespace
 
 void attend_block(const AttentionQuery* queries, int n_queries, CacheHead k, CacheHead v, int64_t head_dim,
-                  float scale, float* scratch) noexcept {
+                  float scale, float* scratch, float softcap) noexcept {
     const bool k_half = k.type == DType::F16, v_half = v.type == DType::F16;
     const auto* kf = static_cast<const float*>(k.data);
     const auto* kh = static_cast<const uint16_t*>(k.data);
     const auto* vf = static_cast<const float*>(v.data);
     const auto* vh = static_cast<const uint16_t*>(v.data);
-    if (!k_half && !v_half) attend_block_typed(queries, n_queries, kf, k.stride, vf, v.stride, head_dim, scale, scratch);
-    else if (k_half && v_half) attend_block_typed(queries, n_queries, kh, k.stride, vh, v.stride, head_dim, scale, scratch);
-    else if (k_half) attend_block_typed(queries, n_queries, kh, k.stride, vf, v.stride, head_dim, scale, scratch);
-    else attend_block_typed(queries, n_queries, kf, k.stride, vh, v.stride, head_dim, scale, scratch);
+    if (!k_half && !v_half)
+        attend_block_typed(queries, n_queries, kf, k.stride, vf, v.stride, head_dim, scale, softcap, scratch);
+    else if (k_half && v_half)
+        attend_block_typed(queries, n_queries, kh, k.stride, vh, v.stride, head_dim, scale, softcap, scratch);
+    else if (k_half)
+        attend_block_typed(queries, n_queries, kh, k.stride, vf, v.stride, head_dim, scale, softcap, scratch);
+    else
+        attend_block_typed(queries, n_queries, kf, k.stride, vh, v.stride, head_dim, scale, softcap, scratch);
 }
 
 void attend_block(const AttentionQuery* queries, int n_queries, const float* k, size_t k_stride, const float* v,
-                  size_t v_stride, int64_t head_dim, float scale, float* scratch) noexcept {
-    attend_block_typed(queries, n_queries, k, k_stride, v, v_stride, head_dim, scale, scratch);
+                  size_t v_stride, int64_t head_dim, float scale, float* scratch, float softcap) noexcept {
+    attend_block_typed(queries, n_queries, k, k_stride, v, v_stride, head_dim, scale, softcap, scratch);
 }
 
 void attend(const float* q, const float* k, size_t k_stride, const float* v, size_t v_stride, int64_t kv_len,
-            int64_t head_dim, float scale, const uint8_t* kv_valid, float* out, float* scratch) noexcept {
-    const AttentionQuery query{q, kv_len, kv_valid, out};
-    attend_block(&query, 1, k, k_stride, v, v_stride, head_dim, scale, scratch);
+            int64_t head_dim, float scale, const uint8_t* kv_valid, float* out, float* scratch, float softcap,
+            int64_t kv_start) noexcept {
+    const AttentionQuery query{q, kv_len, kv_valid, out, kv_start};
+    attend_block(&query, 1, k, k_stride, v, v_stride, head_dim, scale, scratch, softcap);
 }
 
 namespace ref {
 
 namespace {
 
-double score(const float* q, const float* kj, int64_t head_dim, float scale) noexcept {
+double score(const float* q, const float* kj, int64_t head_dim, float scale, float softcap) noexcept {
     double s = 0.0;
     for (int64_t d = 0; d < head_dim; ++d) s += static_cast<double>(q[d]) * kj[d];
-    return static_cast<double>(scale) * s;
+    s *= static_cast<double>(scale);
+    return softcap > 0.0f ? softcap * std::tanh(s / softcap) : s;
 }
 
 }  // namespace
 
 void attend(const float* q, const float* k, size_t k_stride, const float* v, size_t v_stride, int64_t kv_len,
-            int64_t head_dim, float scale, const uint8_t* kv_valid, float* out, float* scratch) noexcept {
+            int64_t head_dim, float scale, const uint8_t* kv_valid, float* out, float* scratch, float softcap,
+            int64_t kv_start) noexcept {
+    const auto valid = [&](const uint8_t* mask, int64_t j) { return j >= kv_start && kernels::valid(mask, j); };
     // Everything in double. Scores are recomputed rather than stored, because
     // scratch is float; only the weights exp(s - max) are stored there, which
     // perturbs the output by at most 2^-24 relative to Σ_j p_j |v_j[d]|.
@@ -402,7 +422,7 @@ void attend(const float* q, const float* k, size_t k_stride, const float* v, siz
     bool any = false;
     for (int64_t j = 0; j < kv_len; ++j) {
         if (!valid(kv_valid, j)) continue;
-        max = std::max(max, score(q, k + static_cast<size_t>(j) * k_stride, head_dim, scale));
+        max = std::max(max, score(q, k + static_cast<size_t>(j) * k_stride, head_dim, scale, softcap));
         any = true;
     }
     if (!any) {
@@ -417,7 +437,7 @@ void attend(const float* q, const float* k, size_t k_stride, const float* v, siz
             scratch[j] = 0.0f;
             continue;
         }
-        const double e = std::exp(score(q, k + static_cast<size_t>(j) * k_stride, head_dim, scale) - max);
+        const double e = std::exp(score(q, k + static_cast<size_t>(j) * k_stride, head_dim, scale, softcap) - max);
         scratch[j] = static_cast<float>(e);
         sum += e;
     }

@@ -7,13 +7,17 @@
 
 namespace kiln::kernels {
 
-// out[d] = Σ_j p_j v_j[d] with p = softmax_j(scale · q·k_j) over the kv positions
-// j in [0, kv_len) for which kv_valid[j] != 0 (kv_valid may be null: all valid).
-// Causal masking is the caller's choice of kv_len. Key j starts at k + j*k_stride,
-// value j at v + j*v_stride (strides in floats). When no position is valid the
-// output is all zeros, never NaN. scratch holds at least kv_len floats.
+// out[d] = Σ_j p_j v_j[d] with p = softmax_j(s_j), s_j = scale · q·k_j, over
+// the kv positions j in [kv_start, kv_len) for which kv_valid[j] != 0 (kv_valid
+// may be null: all valid). Causal masking is the caller's choice of kv_len, a
+// sliding window its choice of kv_start. With softcap > 0 the scores are
+// capped first: s_j -> softcap · tanh(s_j / softcap) (Gemma 2). Key j starts at
+// k + j*k_stride, value j at v + j*v_stride (strides in floats). When no
+// position is valid the output is all zeros, never NaN. scratch holds at least
+// kv_len floats.
 void attend(const float* q, const float* k, size_t k_stride, const float* v, size_t v_stride, int64_t kv_len,
-            int64_t head_dim, float scale, const uint8_t* kv_valid, float* out, float* scratch) noexcept;
+            int64_t head_dim, float scale, const uint8_t* kv_valid, float* out, float* scratch, float softcap = 0.0f,
+            int64_t kv_start = 0) noexcept;
 
 // A block of queries that read the same key/value head (consecutive tokens of
 // one head, or the heads of one grouped-query group): the keys and values are
@@ -23,13 +27,14 @@ struct AttentionQuery {
     int64_t kv_len;
     const uint8_t* kv_valid;  // may be null: all valid
     float* out;
+    int64_t kv_start = 0;     // keys before it are outside the query's window
 };
 constexpr int kMaxBlockQueries = 4;
 
 // Same results as attend() on each query alone, bit for bit, whatever the
 // block it is in. scratch holds kMaxBlockQueries * (max kv_len + 16) floats.
 void attend_block(const AttentionQuery* queries, int n_queries, const float* k, size_t k_stride, const float* v,
-                  size_t v_stride, int64_t head_dim, float scale, float* scratch) noexcept;
+                  size_t v_stride, int64_t head_dim, float scale, float* scratch, float softcap = 0.0f) noexcept;
 size_t attend_block_scratch(int64_t max_kv_len) noexcept;
 
 // One head of a KV cache: row j at data + j * stride elements, each an F32
@@ -41,11 +46,12 @@ struct CacheHead {
     DType type;     // F32 or F16
 };
 void attend_block(const AttentionQuery* queries, int n_queries, CacheHead k, CacheHead v, int64_t head_dim,
-                  float scale, float* scratch) noexcept;
+                  float scale, float* scratch, float softcap = 0.0f) noexcept;
 
 namespace ref {
 void attend(const float* q, const float* k, size_t k_stride, const float* v, size_t v_stride, int64_t kv_len,
-            int64_t head_dim, float scale, const uint8_t* kv_valid, float* out, float* scratch) noexcept;
+            int64_t head_dim, float scale, const uint8_t* kv_valid, float* out, float* scratch, float softcap = 0.0f,
+            int64_t kv_start = 0) noexcept;
 }  // namespace ref
 
 }  // namespace kiln::kernels

@@ -14,6 +14,9 @@ struct HeadLayout {
     int64_t n_heads = 0;
     int64_t n_kv_heads = 0;  // n_heads without grouped-query attention
     int64_t head_dim = 0;
+    float scale = 0.0f;    // of the scores; 0: 1/sqrt(head_dim)
+    float softcap = 0.0f;  // > 0: scores capped to softcap · tanh(s / softcap) (Gemma 2)
+    int64_t window = 0;    // > 0: a token sees the last `window` positions only (sliding-window attention)
 };
 
 // How a block's attention sees keys and values.

@@ -31,7 +31,8 @@ private:
         NodeId attend(Graph& g, int64_t layer, NodeId q, NodeId k, NodeId v, const HeadLayout& h) override {
             const NodeId keys = ops::store_kv(g, session_.key_cache(g, layer), k, in_.cache_rows);
             const NodeId values = ops::store_kv(g, session_.value_cache(g, layer), v, in_.cache_rows);
-            return ops::cached_attention(g, q, keys, values, in_.cache_rows, in_.mask, h.n_heads, h.n_kv_heads, h.head_dim);
+            return ops::cached_attention(g, q, keys, values, in_.cache_rows, in_.mask, h.n_heads, h.n_kv_heads, h.head_dim,
+                                         {h.scale, h.softcap, h.window});
         }
 
     private:

@@ -102,6 +102,10 @@ struct AttentionInputs {
     int64_t kv_len(int64_t t) const noexcept {
         return std::clamp<int64_t>(int64_t{positions[t]} + 1, 0, k.shape.rows());
     }
+    // The first row in token t's sliding window (0 without one).
+    int64_t kv_start(int64_t t) const noexcept {
+        return p.window > 0 ? std::max<int64_t>(0, int64_t{positions[t]} - p.window + 1) : 0;
+    }
     const uint8_t* valid(int64_t t) const noexcept {
         return mask == nullptr ? nullptr : mask->row<uint8_t>(mask->shape.rows() == 1 ? 0 : t);
     }
@@ -131,7 +135,8 @@ void run_attention_reference(const Graph& g, const Node& n, const ExecContext& c
         const float* keys = heads.k.rows(kv_head, kv_len);
         const float* values = heads.v.rows(kv_head, kv_len);
         kernels::ref::attend(in.q.row(t) + h * p.head_dim, keys, heads.k.stride(), values, heads.v.stride(), kv_len,
-                             p.head_dim, p.scale, in.valid(t), n.row(t) + h * p.head_dim, ctx.scratch);
+                             p.head_dim, p.scale, in.valid(t), n.row(t) + h * p.head_dim, ctx.scratch, p.softcap,
+                             in.kv_start(t));
     }
 }
 
@@ -175,10 +180,11 @@ void run_attention_blocks(const Graph& g, const Node& n, const ExecContext& ctx)
             int nq = 0;
             for (int64_t i = b * kBlock; i < std::min(per_head, (b + 1) * kBlock); ++i) {
                 const int64_t t = i / group, h = kv_head * group + i % group;
-                queries[nq++] = {in.q.row(t) + h * p.head_dim, in.kv_len(t), in.valid(t), n.row(t) + h * p.head_dim};
+                queries[nq++] = {in.q.row(t) + h * p.head_dim, in.kv_len(t), in.valid(t), n.row(t) + h * p.head_dim,
+                                 in.kv_start(t)};
             }
             kernels::attend_block(queries, nq, head_of(in.k, kv_head), head_of(in.v, kv_head), p.head_dim, p.scale,
-                                  ctx.scratch);
+                                  ctx.scratch, p.softcap);
         }
     }
 }
@@ -211,7 +217,7 @@ NodeId store_kv(Graph& g, NodeId cache, NodeId x, NodeId positions) {
 }
 
 NodeId cached_attention(Graph& g, NodeId q, NodeId k_cache, NodeId v_cache, NodeId positions, NodeId mask, int64_t n_heads,
-                 int64_t n_kv_heads, int64_t head_dim) {
+                        int64_t n_kv_heads, int64_t head_dim, const AttentionOptions& options) {
     const OpKind op = OpKind::CachedAttention;
     const Node& qn = g.node(q);
     const Node& kn = g.node(k_cache);
@@ -237,9 +243,12 @@ NodeId cached_attention(Graph& g, NodeId q, NodeId k_cache, NodeId v_cache, Node
             shape_error(op, "mask {} does not cover {} cache rows for {} queries", m.shape.str(), kn.shape.rows(),
                         qn.shape.rows());
     }
-    const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+    if (!(options.scale >= 0.0f) || !(options.softcap >= 0.0f) || options.window < 0)
+        shape_error(op, "scale {}, soft cap {} and window {} must not be negative", options.scale, options.softcap,
+                    options.window);
+    const float scale = options.scale > 0.0f ? options.scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
     return g.add(op, DType::F32, qn.shape, {q, k_cache, v_cache, positions, mask},
-                 CachedAttentionParams{n_heads, n_kv_heads, head_dim, scale});
+                 CachedAttentionParams{n_heads, n_kv_heads, head_dim, scale, options.softcap, options.window});
 }
 
 }  // namespace ops

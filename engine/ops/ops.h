@@ -44,8 +44,15 @@ NodeId store_kv(Graph& g, NodeId cache, NodeId x, NodeId positions);
 // causal attention of q [n_heads * head_dim, n] at I32 positions [n] over the
 // caches [n_kv_heads * head_dim, n_ctx]: token t sees cache rows 0..positions[t].
 // mask (optional, I8 [n_ctx] or [n_ctx, n]): cache rows with 0 are not attended.
+// Options: the score scale (0: 1/sqrt(head_dim)), a soft cap of the scores
+// (Gemma 2), a sliding window (token t sees rows (positions[t] - window, positions[t]]).
+struct AttentionOptions {
+    float scale = 0.0f;
+    float softcap = 0.0f;
+    int64_t window = 0;
+};
 NodeId cached_attention(Graph& g, NodeId q, NodeId k_cache, NodeId v_cache, NodeId positions, NodeId mask, int64_t n_heads,
-                 int64_t n_kv_heads, int64_t head_dim);
+                        int64_t n_kv_heads, int64_t head_dim, const AttentionOptions& options = {});
 
 // ---- Training: ops a training graph adds, most of them backward kernels. ----
 

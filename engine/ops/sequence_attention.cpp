@@ -191,7 +191,7 @@ void run_sequence_attention(const Graph& g, const Node& n, const ExecContext& ct
         const int64_t b = row / L.q_len, i = row % L.q_len;
         kernel(L.q_at(b, i, h), L.k_at(b, 0, h), static_cast<size_t>(L.k->shape.ne[0]), L.v_at(b, 0, h),
                static_cast<size_t>(L.v->shape.ne[0]), L.visible(i), L.head_dim, L.scale, L.valid(b),
-               n.row(row) + h * L.head_dim, ctx.scratch);
+               n.row(row) + h * L.head_dim, ctx.scratch, 0.0f, 0);
     }
 }
 
