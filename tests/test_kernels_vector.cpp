@@ -444,6 +444,25 @@ TEST_CASE("vector: rope within tolerance of the double-precision reference", "[k
     }
 }
 
+TEST_CASE("vector: softcap within a few float roundings of the double reference", "[kernels][vector]") {
+    Rng rng(13);
+    Worst worst{"softcap fast vs ref"};
+    for (const float cap : {0.5f, 30.0f, 50.0f}) {
+        for (int64_t n : {1, 7, 16, 33, 1001}) {
+            std::vector<float> x = rng.normals(n, 3.0 * cap);
+            x[0] = 1e-20f;  // tiny: cap * tanh(x / cap) = x
+            std::vector<float> got(static_cast<size_t>(n)), want(static_cast<size_t>(n));
+            k::softcap(x.data(), cap, got.data(), n);
+            k::ref::softcap(x.data(), cap, want.data(), n);
+            for (int64_t i = 0; i < n; ++i) {
+                REQUIRE(std::fabs(want[i]) <= cap);
+                worst.add(i, got[i], want[i], 2e-6 * std::fabs(want[i]) + 1e-30);
+            }
+            REQUIRE_WITHIN(worst);
+        }
+    }
+}
+
 TEST_CASE("vector: NEOX, scaled and factored rope within tolerance of the reference", "[kernels][vector]") {
     Rng rng(11);
     Worst worst{"rope (spec) fast vs ref"};

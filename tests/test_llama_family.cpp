@@ -1,9 +1,11 @@
-// llama's family as llama.cpp's files describe it, against independent
-// PyTorch forwards written from Hugging Face's modelling code
-// (tests/reference/make_llama_family_fixtures.py): qwen2 (q/k/v biases, NEOX
-// rope), Llama 3.1's rope_freqs, linear and YaRN rope scaling, a head size set
-// by attention.key_length, llama's optional biases. Logits of a 40-token prompt,
-// batched and token by token through the KV cache, within 1e-4.
+// llama's family and its relatives as llama.cpp's files describe them, against
+// independent PyTorch forwards written from Hugging Face's modelling code
+// (tests/reference/make_llama_family_fixtures.py, make_gemma_fixtures.py):
+// qwen2 (q/k/v biases, NEOX rope), Llama 3.1's rope_freqs, linear and YaRN rope
+// scaling, a head size set by attention.key_length, llama's optional biases;
+// gemma and gemma2 (scaled embeddings, post norms, soft caps, sliding windows).
+// Logits of a 40-token prompt, batched and token by token through the KV
+// cache, within 1e-4. Fixture names are paths under tests/fixtures.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -22,11 +24,13 @@
 using namespace kiln;
 
 TEST_CASE("llama family: logits match PyTorch, batched and through the KV cache", "[llama][llama_family]") {
-    const auto [name, arch] = GENERATE(table<std::string, std::string>({{"qwen2", "qwen2"},
-                                                                       {"llama3", "llama"},
-                                                                       {"llama_linear", "llama"},
-                                                                       {"llama_yarn", "llama"}}));
-    const auto dir = test::fixtures_dir() / "llama_family";
+    const auto [name, arch] = GENERATE(table<std::string, std::string>({{"llama_family/qwen2", "qwen2"},
+                                                                       {"llama_family/llama3", "llama"},
+                                                                       {"llama_family/llama_linear", "llama"},
+                                                                       {"llama_family/llama_yarn", "llama"},
+                                                                       {"gemma/gemma2", "gemma2"},
+                                                                       {"gemma/gemma", "gemma"}}));
+    const auto dir = test::fixtures_dir();
     const auto file = std::make_shared<const GgufFile>(GgufFile::open(dir / (name + ".gguf")));
     const GgufFile ref = GgufFile::open(dir / (name + "_reference.gguf"));
     const auto tokens = test::values_of<int32_t>(ref.get_tensor("tokens"));
@@ -67,7 +71,7 @@ struct Rewrite {
 };
 
 std::string load_error(const std::string& name, const Rewrite& r) {
-    const GgufFile fixture = GgufFile::open(test::fixtures_dir() / "llama_family" / (name + ".gguf"));
+    const GgufFile fixture = GgufFile::open(test::fixtures_dir() / (name + ".gguf"));
     GgufWriter w;
     for (const GgufEntry& e : fixture.metadata())
         if (std::find(r.drop_keys.begin(), r.drop_keys.end(), e.key) == r.drop_keys.end()) w.set(e.key, e.value);
@@ -96,22 +100,31 @@ std::string load_error(const std::string& name, const Rewrite& r) {
 
 TEST_CASE("llama family: what kiln does not implement is refused, naming it", "[llama][llama_family]") {
     using V = GgufValue;
+    const std::string llama3 = "llama_family/llama3", qwen2 = "llama_family/qwen2",
+                      llama_linear = "llama_family/llama_linear", gemma2 = "gemma/gemma2", gemma = "gemma/gemma";
     const struct {
         std::string fixture;
         Rewrite rewrite;
         std::string message;
     } cases[] = {
-        {"llama3", {{{"llama.attention.sliding_window", V(uint32_t{16})}}}, "metadata key 'llama.attention.sliding_window' is not implemented"},
-        {"llama3", {{{"llama.attn_logit_softcapping", V(30.0f)}}}, "metadata key 'llama.attn_logit_softcapping' is not implemented"},
-        {"qwen2", {{{"qwen2.final_logit_softcapping", V(30.0f)}}}, "metadata key 'qwen2.final_logit_softcapping' is not implemented"},
-        {"llama3", {{{"llama.expert_count", V(uint32_t{8})}}}, "mixture-of-experts"},
-        {"llama3", {{{"llama.attention.causal", V(false)}}}, "non-causal attention"},
-        {"llama3", {{{"llama.rope.scaling.type", V(std::string("longrope"))}}}, "'longrope': kiln implements rope scaling"},
-        {"llama3", {{{"llama.vocab_size", V(uint32_t{30})}}}, "llama.vocab_size is 30"},
-        {"llama_linear", {{{"llama.attention.value_length", V(uint32_t{16})}}}, "differs from llama.attention.value_length"},
-        {"llama3", {{}, {}, "blk.0.attn_q_norm.weight"}, "tensor 'blk.0.attn_q_norm.weight' is not used by kiln's llama"},
-        {"qwen2", {{}, {}, "blk.1.attn_output.bias", "", 32}, "'blk.1.attn_output.bias' is not part of qwen2"},
-        {"llama3", {{}, {}, "", "rope_freqs.weight"}, "rope frequency factors must be finite and positive"},
+        {llama3, {{{"llama.attention.sliding_window", V(uint32_t{16})}}}, "metadata key 'llama.attention.sliding_window' is not implemented"},
+        {llama3, {{{"llama.attn_logit_softcapping", V(30.0f)}}}, "metadata key 'llama.attn_logit_softcapping' is not implemented"},
+        {qwen2, {{{"qwen2.final_logit_softcapping", V(30.0f)}}}, "metadata key 'qwen2.final_logit_softcapping' is not implemented"},
+        {llama3, {{{"llama.expert_count", V(uint32_t{8})}}}, "mixture-of-experts"},
+        {llama3, {{{"llama.attention.causal", V(false)}}}, "non-causal attention"},
+        {llama3, {{{"llama.rope.scaling.type", V(std::string("longrope"))}}}, "'longrope': kiln implements rope scaling"},
+        {llama3, {{{"llama.vocab_size", V(uint32_t{30})}}}, "llama.vocab_size is 30"},
+        {llama_linear, {{{"llama.attention.value_length", V(uint32_t{16})}}}, "differs from llama.attention.value_length"},
+        {llama3, {{}, {}, "blk.0.attn_q_norm.weight"}, "tensor 'blk.0.attn_q_norm.weight' is not used by kiln's llama"},
+        {qwen2, {{}, {}, "blk.1.attn_output.bias", "", 32}, "'blk.1.attn_output.bias' is not part of qwen2"},
+        {llama3, {{}, {}, "", "rope_freqs.weight"}, "rope frequency factors must be finite and positive"},
+        {gemma2, {{{"gemma2.block_count", V(uint32_t{3})}}}, "is known only for 26, 42 and 46 layers"},
+        {gemma2, {{{"gemma2.attn_logit_softcapping", V(0.0f)}}}, "gemma2.attn_logit_softcapping is 0"},
+        {gemma2, {{{"gemma2.attention.sliding_window", V(int32_t{-4})}}}, "gemma2.attention.sliding_window is -4"},
+        {gemma, {{{"gemma.attention.sliding_window", V(uint32_t{16})}}}, "metadata key 'gemma.attention.sliding_window' is not implemented"},
+        {gemma, {{{"gemma.final_logit_softcapping", V(30.0f)}}}, "metadata key 'gemma.final_logit_softcapping' is not implemented"},
+        {gemma2, {{}, {}, "output.weight", "", 32 * 29}, "tensor 'output.weight' is not used by kiln's gemma2"},
+        {gemma, {{}, {}, "blk.0.post_ffw_norm.weight", "", 32}, "tensor 'blk.0.post_ffw_norm.weight' is not used by kiln's gemma"},
     };
     for (const auto& c : cases) {
         INFO(c.fixture << ": expecting " << c.message);
@@ -120,6 +133,5 @@ TEST_CASE("llama family: what kiln does not implement is refused, naming it", "[
         CHECK(got.find('\n') == std::string::npos);
     }
     // The untouched fixtures load.
-    CHECK(load_error("llama3", {}) == "(loaded)");
-    CHECK(load_error("qwen2", {}) == "(loaded)");
+    for (const std::string& name : {llama3, qwen2, gemma2, gemma}) CHECK(load_error(name, {}) == "(loaded)");
 }

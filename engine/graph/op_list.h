@@ -12,6 +12,7 @@
     X(Add, "add", kAdd)                                                                        \
     X(Mul, "mul", kMul)                                                                        \
     X(Scale, "scale", kScale)                                                                  \
+    X(Softcap, "softcap", kSoftcap)                         /* cap * tanh(x / cap) */          \
     X(Relu, "relu", kRelu)                                                                     \
     X(Silu, "silu", kSilu)                                                                     \
     X(GeluTanh, "gelu", kGelu)                                                                 \

@@ -135,6 +135,11 @@ void scale(const float* x, float s, float* out, int64_t n) noexcept {
     map1(x, out, n, [sv](batch v) { return v * sv; });
 }
 
+void softcap(const float* x, float cap, float* out, int64_t n) noexcept {
+    const batch inv(1.0f / cap), cv(cap);
+    map1(x, out, n, [inv, cv](batch v) { return xsimd::tanh(v * inv) * cv; });
+}
+
 void relu(const float* x, float* out, int64_t n) noexcept {
     // select, not max(v, 0): max's result for NaN depends on the operand order
     // the instruction set uses; v < 0 is false for NaN everywhere, so NaN passes

@@ -13,6 +13,8 @@ namespace kiln::kernels {
 void add(const float* a, const float* b, float* out, int64_t n) noexcept;
 void mul(const float* a, const float* b, float* out, int64_t n) noexcept;
 void scale(const float* x, float s, float* out, int64_t n) noexcept;
+// out = cap * tanh(x / cap) (x times 1/cap, then tanh, then times cap, as llama.cpp orders it).
+void softcap(const float* x, float cap, float* out, int64_t n) noexcept;
 
 void relu(const float* x, float* out, int64_t n) noexcept;             // NaN passes through, as torch.relu
 void silu(const float* x, float* out, int64_t n) noexcept;            // x * sigmoid(x)

@@ -31,6 +31,10 @@ void scale(const float* x, float s, float* out, int64_t n) noexcept {
     for (int64_t i = 0; i < n; ++i) out[i] = x[i] * s;
 }
 
+void softcap(const float* x, float cap, float* out, int64_t n) noexcept {
+    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(cap * std::tanh(static_cast<double>(x[i]) / cap));
+}
+
 void relu(const float* x, float* out, int64_t n) noexcept {
     // x < 0 is false for NaN, so NaN passes through (as torch.relu does) and
     // shows up downstream instead of being silently zeroed.

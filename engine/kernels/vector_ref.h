@@ -14,6 +14,7 @@ namespace kiln::kernels::ref {
 void add(const float* a, const float* b, float* out, int64_t n) noexcept;
 void mul(const float* a, const float* b, float* out, int64_t n) noexcept;
 void scale(const float* x, float s, float* out, int64_t n) noexcept;
+void softcap(const float* x, float cap, float* out, int64_t n) noexcept;
 
 void relu(const float* x, float* out, int64_t n) noexcept;
 void silu(const float* x, float* out, int64_t n) noexcept;

@@ -19,7 +19,9 @@ namespace kiln {
     X(llama)                          \
     X(gpt2)                           \
     X(minicpm)                        \
-    X(qwen2)
+    X(qwen2)                          \
+    X(gemma)                          \
+    X(gemma2)
 
 #define KILN_DECLARE_DECODER(name) std::unique_ptr<DecoderArch> load_##name##_decoder(const GgufFile& file);
 KILN_DECODER_ARCHITECTURES(KILN_DECLARE_DECODER)

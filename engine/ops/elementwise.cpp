@@ -157,6 +157,10 @@ NodeId swiglu(Graph& g, NodeId gate, NodeId up) {
     return binary(g, OpKind::SwiGlu, gate, up);
 }
 NodeId scale(Graph& g, NodeId x, float factor) { return unary(g, OpKind::Scale, x, ScaleParams{factor}); }
+NodeId softcap(Graph& g, NodeId x, float cap) {
+    if (!(cap > 0.0f) || !std::isfinite(cap)) detail::shape_error(OpKind::Softcap, "the cap {} must be positive", cap);
+    return unary(g, OpKind::Softcap, x, ScaleParams{cap});
+}
 NodeId relu(Graph& g, NodeId x) { return unary(g, OpKind::Relu, x); }
 NodeId silu(Graph& g, NodeId x) { return unary(g, OpKind::Silu, x); }
 NodeId gelu(Graph& g, NodeId x) { return unary(g, OpKind::GeluTanh, x); }
@@ -178,6 +182,9 @@ extern const OpDef kSwiGlu{OpKind::SwiGlu, MemoryEffects::OwnData, run_binary<ke
                            nullptr, swiglu_backward};
 extern const OpDef kScale{OpKind::Scale, MemoryEffects::OwnData, run_scale<kernels::scale>, run_scale<kernels::ref::scale>, nullptr,
                           scale_backward};
+// No backward: soft-capped models (Gemma 2) are not trained here.
+extern const OpDef kSoftcap{OpKind::Softcap, MemoryEffects::OwnData, run_scale<kernels::softcap>,
+                            run_scale<kernels::ref::softcap>};
 extern const OpDef kRelu{OpKind::Relu, MemoryEffects::OwnData, run_unary<kernels::relu>, run_unary<kernels::ref::relu>, nullptr,
                          unary_backward<ops::relu_grad>};
 extern const OpDef kSilu{OpKind::Silu, MemoryEffects::OwnData, run_unary<kernels::silu>, run_unary<kernels::ref::silu>, nullptr,

@@ -15,6 +15,8 @@ NodeId slice_rows(Graph& g, NodeId x, int64_t first, int64_t count);
 NodeId add(Graph& g, NodeId a, NodeId b);
 NodeId mul(Graph& g, NodeId a, NodeId b);
 NodeId scale(Graph& g, NodeId x, float factor);
+// cap * tanh(x / cap): Gemma 2's soft-capping of logits.
+NodeId softcap(Graph& g, NodeId x, float cap);
 NodeId relu(Graph& g, NodeId x);
 NodeId silu(Graph& g, NodeId x);
 NodeId gelu(Graph& g, NodeId x);  // tanh form
