@@ -1,9 +1,11 @@
 // llama's family and its relatives as llama.cpp's files describe them, against
 // independent PyTorch forwards written from Hugging Face's modelling code
-// (tests/reference/make_llama_family_fixtures.py, make_gemma_fixtures.py):
+// (tests/reference/make_llama_family_fixtures.py, make_gemma_fixtures.py,
+// make_phi3_fixtures.py):
 // qwen2 (q/k/v biases, NEOX rope), Llama 3.1's rope_freqs, linear and YaRN rope
 // scaling, a head size set by attention.key_length, llama's optional biases;
-// gemma and gemma2 (scaled embeddings, post norms, soft caps, sliding windows).
+// gemma and gemma2 (scaled embeddings, post norms, soft caps, sliding windows);
+// phi3 (fused projections, a window on every layer, LongRoPE factors).
 // Logits of a 40-token prompt, batched and token by token through the KV
 // cache, within 1e-4. Fixture names are paths under tests/fixtures.
 #include <catch2/catch.hpp>
@@ -29,7 +31,9 @@ TEST_CASE("llama family: logits match PyTorch, batched and through the KV cache"
                                                                        {"llama_family/llama_linear", "llama"},
                                                                        {"llama_family/llama_yarn", "llama"},
                                                                        {"gemma/gemma2", "gemma2"},
-                                                                       {"gemma/gemma", "gemma"}}));
+                                                                       {"gemma/gemma", "gemma"},
+                                                                       {"phi3/phi3", "phi3"},
+                                                                       {"phi3/phi3_longrope", "phi3"}}));
     const auto dir = test::fixtures_dir();
     const auto file = std::make_shared<const GgufFile>(GgufFile::open(dir / (name + ".gguf")));
     const GgufFile ref = GgufFile::open(dir / (name + "_reference.gguf"));
@@ -54,6 +58,25 @@ TEST_CASE("llama family: logits match PyTorch, batched and through the KV cache"
         const std::span<const float> one = stepped->eval(std::span(&tokens[t], 1), pool);
         for (size_t v = 0; v < vocab; ++v) worst = std::max(worst, std::abs(one[v] - want[t * vocab + v]));
     }
+    CHECK(worst < 1e-4f);
+}
+
+TEST_CASE("phi3: LongRoPE's short factors while the context stays within the original one", "[llama_family]") {
+    const auto dir = test::fixtures_dir() / "phi3";
+    const auto file = std::make_shared<const GgufFile>(GgufFile::open(dir / "phi3_longrope.gguf"));
+    const GgufFile ref = GgufFile::open(dir / "phi3_longrope_reference.gguf");
+    const auto tokens = test::values_of<int32_t>(ref.get_tensor("tokens"));
+    const auto want = test::values_of<float>(ref.get_tensor("logits_short"));
+    const auto model = load_causal_lm(file);
+    const auto vocab = static_cast<size_t>(model->info().n_vocab);
+    const size_t n = want.size() / vocab;
+    REQUIRE(n == 24);
+    ThreadPool pool(2);
+    // 32 positions: the original context, so llama.cpp (and kiln) take the short factors.
+    auto session = model->new_session(32, 1, Executor::Mode::Fast);
+    const std::span<const float> all = session->eval(std::span(tokens.data(), n), pool, true);
+    float worst = 0;
+    for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::abs(all[i] - want[i]));
     CHECK(worst < 1e-4f);
 }
 
@@ -101,12 +124,18 @@ std::string load_error(const std::string& name, const Rewrite& r) {
 TEST_CASE("llama family: what kiln does not implement is refused, naming it", "[llama][llama_family]") {
     using V = GgufValue;
     const std::string llama3 = "llama_family/llama3", qwen2 = "llama_family/qwen2",
-                      llama_linear = "llama_family/llama_linear", gemma2 = "gemma/gemma2", gemma = "gemma/gemma";
+                      llama_linear = "llama_family/llama_linear", gemma2 = "gemma/gemma2", gemma = "gemma/gemma",
+                      phi3 = "phi3/phi3";
     const struct {
         std::string fixture;
         Rewrite rewrite;
         std::string message;
     } cases[] = {
+        {phi3, {{}, {"phi3.attention.sliding_window"}}, "phi3.attention.sliding_window is missing"},
+        {phi3, {{{"phi3.attention.key_length", V(uint32_t{12})}, {"phi3.attention.value_length", V(uint32_t{12})}}}, "phi3's heads are width/heads = 8"},
+        {phi3, {{}, {}, "rope_factors_long.weight"}, "tensor 'rope_factors_long.weight' without 'rope_factors_short.weight'"},
+        {phi3, {{}, {}, "blk.0.attn_q.weight", "", 32 * 32}, "tensor 'blk.0.attn_q.weight' is not used by kiln's phi3"},
+        {phi3, {{{"phi3.expert_count", V(uint32_t{16})}}}, "mixture-of-experts"},
         {llama3, {{{"llama.attention.sliding_window", V(uint32_t{16})}}}, "metadata key 'llama.attention.sliding_window' is not implemented"},
         {llama3, {{{"llama.attn_logit_softcapping", V(30.0f)}}}, "metadata key 'llama.attn_logit_softcapping' is not implemented"},
         {qwen2, {{{"qwen2.final_logit_softcapping", V(30.0f)}}}, "metadata key 'qwen2.final_logit_softcapping' is not implemented"},
@@ -133,5 +162,5 @@ TEST_CASE("llama family: what kiln does not implement is refused, naming it", "[
         CHECK(got.find('\n') == std::string::npos);
     }
     // The untouched fixtures load.
-    for (const std::string& name : {llama3, qwen2, gemma2, gemma}) CHECK(load_error(name, {}) == "(loaded)");
+    for (const std::string& name : {llama3, qwen2, gemma2, gemma, phi3}) CHECK(load_error(name, {}) == "(loaded)");
 }

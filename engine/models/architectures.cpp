@@ -21,7 +21,8 @@ namespace kiln {
     X(minicpm)                        \
     X(qwen2)                          \
     X(gemma)                          \
-    X(gemma2)
+    X(gemma2)                         \
+    X(phi3)
 
 #define KILN_DECLARE_DECODER(name) std::unique_ptr<DecoderArch> load_##name##_decoder(const GgufFile& file);
 KILN_DECODER_ARCHITECTURES(KILN_DECLARE_DECODER)

@@ -40,6 +40,7 @@ struct BlockContext {
     NodeId positions = kNoNode;  // I32 [n]
     int64_t n = 0;
     bool last_only = false;      // logits of the last row only
+    int64_t n_ctx = 0;           // positions a sequence of the session may hold (0: the batch only, training)
     KeyValueReader* attention = nullptr;
     Dropout dropout;
 };

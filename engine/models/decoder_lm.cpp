@@ -47,6 +47,7 @@ private:
         ctx.positions = in.positions;
         ctx.n = in.n;
         ctx.last_only = last_only;
+        ctx.n_ctx = n_ctx();
         ctx.attention = &cache;
         return arch_.forward(g, ctx, leaves_);
     }
