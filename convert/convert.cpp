@@ -20,6 +20,7 @@
 #include "formats/checkpoint/llama2c.h"
 #include "formats/checkpoint/llama_state_dict.h"
 #include "formats/checkpoint/nanogpt_state_dict.h"
+#include "formats/checkpoint/tokenizer_source.h"
 #include "formats/checkpoint/torch_checkpoint.h"
 #include "formats/checkpoint/transformer_state_dict.h"
 #include "formats/gguf/gguf_writer.h"
@@ -66,33 +67,41 @@ Checkpoint read_torch(const ConvertOptions& o) {
     else if (is_transformer_state_dict(torch)) c = transformer_checkpoint_from_state_dict(torch, name);
     else
         fail("pytorch", "{}: no model kiln knows in the checkpoint; kiln reads {}", o.input.string(), kKnownTorchModels);
-    if (o.tokenizer) {
-        if (!looks_like_pickle(*o.tokenizer))
-            fail("convert", "--tokenizer for a PyTorch checkpoint must be a nanoGPT meta.pkl (a pickle); '{}' is not one",
-                 o.tokenizer->string());
-        for (const GgufEntry& e : c.metadata)
-            if (e.key == "tokenizer.ggml.model")
-                fail("convert", "'{}' already holds a vocabulary (itos); --tokenizer would replace it", o.input.string());
-        add_char_tokenizer(c, read_nanogpt_meta(*o.tokenizer), vocab_rows(c), o.tokenizer->string());
-    }
     return c;
 }
 
 Checkpoint read_input(const ConvertOptions& o) {
     const InputFormat format = detect(o.input);
-    if (o.tokenizer && format != InputFormat::Unknown && format != InputFormat::Llama2c && format != InputFormat::PyTorch)
-        fail("convert", "--tokenizer is for llama2.c checkpoints (tokenizer.bin) and PyTorch ones (nanoGPT's meta.pkl); "
-             "'{}' is neither", o.input.string());
     switch (format) {
         case InputFormat::Gguf: return read_gguf_checkpoint(o.input);
         case InputFormat::PyTorch: return read_torch(o);
-        case InputFormat::Llama2c: return read_llama2c(o.input, o.tokenizer ? &*o.tokenizer : nullptr);
+        case InputFormat::Llama2c: return read_llama2c(o.input, nullptr);
         case InputFormat::HuggingFace: return hf_checkpoint(o.input);
         case InputFormat::Unknown: break;
     }
     fail("convert", "cannot tell what kind of checkpoint '{}' is (kiln-convert reads GGUF files, llama2.c "
          ".bin checkpoints, PyTorch checkpoints (llama2.c, nanoGPT, torch.nn.Transformer seq2seq) and Hugging Face "
          "LlamaForCausalLM / GPT2LMHeadModel folders)", o.input.string());
+}
+
+// --tokenizer's vocabulary joins any checkpoint that has none; a model written
+// without one needs --no-tokenizer (neither kiln nor llama.cpp runs text through it).
+void attach_tokenizer(Checkpoint& c, const ConvertOptions& o, std::FILE* log) {
+    if (o.tokenizer) {
+        if (o.no_tokenizer) fail("convert", "--tokenizer and --no-tokenizer contradict each other");
+        if (has_tokenizer(c))
+            fail("convert", "'{}' already holds a vocabulary; --tokenizer '{}' would replace it", o.input.string(),
+                 o.tokenizer->string());
+        add_tokenizer_file(c, *o.tokenizer, vocab_rows(c));
+        return;
+    }
+    if (has_tokenizer(c) || o.to_safetensors) return;
+    if (!o.no_tokenizer)
+        fail("convert", "'{}' holds no tokenizer: give --tokenizer FILE (tokenizer.json, tokenizer.model, tokenizer.bin, "
+             "meta.pkl or a GGUF with a vocabulary), or --no-tokenizer to write a model without one",
+             o.input.string());
+    std::fprintf(log, "note: writing '%s' without a tokenizer (--no-tokenizer): kiln and llama.cpp cannot run text "
+                 "through it until one is added\n", o.output.string().c_str());
 }
 
 // Elements converted per step: bounds the float buffer (4 MiB) and paces the progress line.
@@ -131,7 +140,8 @@ void convert(const ConvertOptions& o, std::FILE* log) {
     if (!std::filesystem::is_directory(folder))
         fail("convert", "cannot write '{}': the folder '{}' does not exist", o.output.string(), folder.string());
 
-    const Checkpoint in = read_input(o);
+    Checkpoint in = read_input(o);
+    attach_tokenizer(in, o, log);
     if (o.to_safetensors) {
         if (o.mix) fail("convert", "--type does not apply to --to safetensors (float tensors keep their type)");
         export_hf_llama(in, o.output, log);

@@ -17,7 +17,8 @@ struct ConvertOptions {
     std::filesystem::path input;
     std::filesystem::path output;
     std::optional<QuantMix> mix;                    // --type; none: keep each tensor's type
-    std::optional<std::filesystem::path> tokenizer; // --tokenizer (llama2.c tokenizer.bin)
+    std::optional<std::filesystem::path> tokenizer; // --tokenizer: a vocabulary file of any kind kiln reads
+    bool no_tokenizer = false;                      // --no-tokenizer: write a model without a vocabulary
     std::optional<std::string> name;                // --name: general.name
     bool to_safetensors = false;                    // --to safetensors: a Hugging Face folder instead of GGUF
 };

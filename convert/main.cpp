@@ -10,17 +10,17 @@
 
 namespace {
 
-constexpr std::string_view kUsage = R"(usage: kiln-convert INPUT -o OUT.gguf [--type TYPE] [--tokenizer FILE] [--name NAME]
+constexpr std::string_view kUsage = R"(usage: kiln-convert INPUT -o OUT.gguf [--type TYPE] [--tokenizer FILE | --no-tokenizer] [--name NAME]
        kiln-convert INPUT -o FOLDER --to safetensors
        kiln-convert inspect FILE
 
 Converts a checkpoint into one GGUF file (the input format is told from the
 file's content, not its name):
   GGUF                  re-quantize an existing file (e.g. f32 -> q8_0)
-  llama2.c .bin         legacy and ak42 v1/v2; --tokenizer tokenizer.bin embeds its vocabulary
+  llama2.c .bin         legacy and ak42 v1/v2
   PyTorch .pt/.pth      torch.save archives (whitelist unpickler) of llama2.c's model.py,
-                        nanoGPT's GPT (--tokenizer meta.pkl embeds its characters) and
-                        torch.nn.Transformer seq2seq models (their "itos" list is embedded)
+                        nanoGPT's GPT and torch.nn.Transformer seq2seq models (their
+                        "itos" list is embedded)
   Hugging Face folder   LlamaForCausalLM (+ tokenizer.model) or GPT2LMHeadModel
                         (+ tokenizer.json): config.json + model.safetensors (or sharded)
 
@@ -37,6 +37,13 @@ file's content, not its name):
                         type of the mix fits), kiln writes f16 and says so.
                         A quantized input is dequantized first.
                         Default: keep each tensor's type.
+  --tokenizer FILE      the vocabulary to embed, for any input without one: llama2.c's
+                        tokenizer.bin, a SentencePiece tokenizer.model, a Hugging Face
+                        tokenizer.json, nanoGPT's meta.pkl, or a GGUF file to copy the
+                        vocabulary from (told apart by content); its size must equal
+                        the model's embedding rows
+  --no-tokenizer        write a model that has no vocabulary (otherwise refused: neither
+                        kiln nor llama.cpp can run text through it)
   --name NAME           general.name of the output
   --to safetensors      write a Hugging Face folder (config.json + model.safetensors)
                         instead, for PyTorch; quantized tensors are written as f32
@@ -78,6 +85,8 @@ int run(int argc, char** argv) {
             if (!options.mix) usage_error("--type must be one of {}, got '{}'", kiln::convert::quant_mix_names(), name);
         } else if (arg == "--tokenizer") {
             options.tokenizer = std::filesystem::path(args.value(arg));
+        } else if (arg == "--no-tokenizer") {
+            options.no_tokenizer = true;
         } else if (arg == "--to") {
             const std::string_view to = args.value(arg);
             if (to == "safetensors") options.to_safetensors = true;

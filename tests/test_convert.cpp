@@ -133,7 +133,7 @@ TEST_CASE("PyTorch checkpoints convert to GGUF files whose logits match PyTorch"
     for (auto [stem, tolerance] : {std::pair{"llama_f32", 1e-4f}, std::pair{"llama_f16", 2e-2f}, std::pair{"llama_bf16", 1e-1f}}) {
         const auto out = dir.path() / fmt::format("{}.gguf", stem);
         const auto input = test::fixtures_dir() / "torch" / fmt::format("{}.pt", stem);
-        const auto run = test::run_tool("kiln-convert", fmt::format("{} -o {}", shell_quote(input.string()),
+        const auto run = test::run_tool("kiln-convert", fmt::format("{} -o {} --no-tokenizer", shell_quote(input.string()),
                                                                     shell_quote(out.string())));
         INFO(stem << ": " << run.err);
         REQUIRE(run.status == 0);
@@ -184,16 +184,24 @@ TEST_CASE("llama2.c checkpoints convert to GGUF files that generate the same gre
     REQUIRE(original.status == 0);
     CHECK(converted.out == original.out);
     CHECK(converted.out.size() > 200);  // a real story, not an empty or cut-short one
-    // Without a tokenizer the weights still convert; the file then holds no vocabulary.
+    // Without a tokenizer the weights convert only when --no-tokenizer says so
+    // (the file then holds no vocabulary, and the note says what that means).
     const auto bare = dir.path() / "bare.gguf";
-    REQUIRE(test::run_tool("kiln-convert", fmt::format("{} -o {}", shell_quote(bin.string()), shell_quote(bare.string())))
-                .status == 0);
+    const auto refused = test::run_tool("kiln-convert", fmt::format("{} -o {}", shell_quote(bin.string()), shell_quote(bare.string())));
+    CHECK(refused.status == 1);
+    CHECK(refused.err.find("holds no tokenizer: give --tokenizer FILE") != std::string::npos);
+    CHECK(refused.err.find('\n') == refused.err.size() - 1);
+    CHECK_FALSE(std::filesystem::exists(bare));
+    const auto written = test::run_tool("kiln-convert", fmt::format("{} -o {} --no-tokenizer", shell_quote(bin.string()),
+                                                                    shell_quote(bare.string())));
+    REQUIRE(written.status == 0);
+    CHECK(written.err.find("without a tokenizer (--no-tokenizer)") != std::string::npos);
     CHECK(GgufFile::open(bare).find("tokenizer.ggml.tokens") == nullptr);
-    // --tokenizer makes sense only for llama2.c inputs.
+    // A vocabulary is never replaced behind the user's back.
     const auto misuse = test::run_tool("kiln-convert", fmt::format("{} --tokenizer {} -o {}", shell_quote(model()),
                                                                    shell_quote(tok.string()), shell_quote(bare.string())));
     CHECK(misuse.status == 1);
-    CHECK(misuse.err.find("--tokenizer is for llama2.c checkpoints") != std::string::npos);
+    CHECK(misuse.err.find("already holds a vocabulary; --tokenizer") != std::string::npos);
 }
 
 TEST_CASE("Hugging Face Llama folders convert to the same tensors llama.cpp's file holds", "[convert][safetensors]") {
@@ -239,8 +247,9 @@ TEST_CASE("export to safetensors and back is lossless for float models", "[conve
         CHECK(e->shape == t.shape);
         CHECK(std::equal(e->data.begin(), e->data.end(), t.data.begin(), t.data.end()));
     }
-    // And back to GGUF: every tensor as llama.cpp wrote it.
-    convert(fmt::format("{} -o {}", shell_quote(folder.string()), shell_quote(back.string())));
+    // And back to GGUF: every tensor as llama.cpp wrote it, the vocabulary copied from the original GGUF.
+    convert(fmt::format("{} -o {} --tokenizer {}", shell_quote(folder.string()), shell_quote(back.string()),
+                        shell_quote(model())));
     const GgufFile original = GgufFile::open(model());
     const GgufFile round_trip = GgufFile::open(back);
     for (const GgufTensor& t : original.tensors()) {
@@ -248,6 +257,8 @@ TEST_CASE("export to safetensors and back is lossless for float models", "[conve
         const GgufTensor& u = round_trip.get_tensor(t.name);
         CHECK(std::equal(u.data.begin(), u.data.end(), t.data.begin(), t.data.end()));
     }
+    CHECK(round_trip.get_string("tokenizer.ggml.model") == "llama");
+    CHECK(round_trip.find("tokenizer.ggml.tokens")->as_array()->items.size() == 512);
     const auto bad = test::run_tool("kiln-convert", fmt::format("{} -o {} --to onnx", shell_quote(model()),
                                                                 shell_quote(folder.string())));
     CHECK(bad.status == 2);

@@ -123,7 +123,7 @@ TEST_CASE("a seq2seq checkpoint's itos and specials become a char vocabulary wit
                                                                 shell_quote((dir.path() / "x.gguf").string()),
                                                                 shell_quote((test::fixtures_dir() / "gpt2" / "meta.pkl").string())));
     CHECK(run.status == 1);
-    CHECK(run.err.find("already holds a vocabulary (itos)") != std::string::npos);
+    CHECK(run.err.find("already holds a vocabulary; --tokenizer") != std::string::npos);
 }
 
 TEST_CASE("tokenizer.json becomes a gpt2 vocabulary: tokens, merges, special ids", "[convert][tokenizer][gpt2]") {
@@ -277,4 +277,72 @@ TEST_CASE("corrupting any byte of tokenizer.model never crashes", "[convert][tok
     }
     CHECK(errors > 0);
     CHECK(parsed > 0);
+}
+
+TEST_CASE("--tokenizer takes every kind of vocabulary file for every kind of checkpoint", "[convert][tokenizer]") {
+    test::TempDir dir;
+    const auto models = test::shared_models_dir();
+    const auto bin = models / "stories260K.bin";
+    const GgufFile original = GgufFile::open(models / "stories260K.gguf");
+    const auto original_tokens = strings(original, "tokenizer.ggml.tokens");
+    // stories260K's 512-token vocabulary in three files: llama2.c's export, the
+    // SentencePiece model, and a GGUF to copy it from; each, told by content,
+    // gives the llama2.c checkpoint llama.cpp's vocabulary.
+    for (const auto& tokenizer : {models / "tok512.bin", test::fixtures_dir() / "safetensors" / "stories260K_hf" / "tokenizer.model",
+                                  models / "stories260K.gguf"}) {
+        INFO(tokenizer.string());
+        const GgufFile f = GgufFile::open(convert(dir, bin, "--tokenizer " + shell_quote(tokenizer.string())));
+        CHECK(f.get_string("tokenizer.ggml.model") == "llama");
+        CHECK(strings(f, "tokenizer.ggml.tokens") == original_tokens);
+        CHECK(f.get_int("tokenizer.ggml.bos_token_id") == 1);
+        CHECK(f.get_int("tokenizer.ggml.eos_token_id") == 2);
+    }
+    // A GGUF written without a vocabulary takes one afterwards.
+    const auto bare = dir.path() / "bare.gguf";
+    REQUIRE(test::run_tool("kiln-convert", fmt::format("{} -o {} --no-tokenizer", shell_quote(bin.string()),
+                                                       shell_quote(bare.string()))).status == 0);
+    const GgufFile added = GgufFile::open(convert(dir, bare, "--tokenizer " + shell_quote((models / "tok512.bin").string())));
+    CHECK(strings(added, "tokenizer.ggml.tokens") == original_tokens);
+
+    // A llama2.c training checkpoint (model.py's state dict, 64 tokens) with a
+    // llama2.c tokenizer.bin of its size, as llama2.c users have them.
+    const auto tok64 = dir.path() / "tok64.bin";
+    {
+        std::ofstream out(tok64, std::ios::binary);
+        const auto put = [&](const auto& v) { out.write(reinterpret_cast<const char*>(&v), sizeof(v)); };
+        put(uint32_t{8});
+        for (int i = 0; i < 64; ++i) {
+            const std::string piece = i == 0 ? "<unk>" : i == 1 ? "<s>" : i == 2 ? "</s>" : fmt::format("t{}", i);
+            put(static_cast<float>(-i));
+            put(static_cast<int32_t>(piece.size()));
+            out.write(piece.data(), static_cast<std::streamsize>(piece.size()));
+        }
+    }
+    const GgufFile pt = GgufFile::open(convert(dir, test::fixtures_dir() / "torch" / "llama_f32.pt",
+                                               "--tokenizer " + shell_quote(tok64.string())));
+    CHECK(pt.get_string("general.architecture") == "llama");
+    const auto pt_tokens = strings(pt, "tokenizer.ggml.tokens");
+    REQUIRE(pt_tokens.size() == 64);
+    CHECK(pt_tokens[5] == "t5");
+
+    // Sizes that do not fit, and unknown files, are one line each, naming the file.
+    for (const auto& [tokenizer, message] :
+         {std::pair{models / "tok512.bin", std::string("the tokenizer holds more than the model's 64 tokens")},
+          std::pair{models / "stories260K.gguf", std::string("the vocabulary has 512 tokens but the model's embedding has 64 rows")},
+          std::pair{test::fixtures_dir() / "gpt2" / "meta.pkl", std::string("the vocabulary has 65 tokens")}}) {
+        const auto run = test::run_tool("kiln-convert", fmt::format("{} -o {} --tokenizer {}",
+                                                                    shell_quote((test::fixtures_dir() / "torch" / "llama_f32.pt").string()),
+                                                                    shell_quote((dir.path() / "refused.gguf").string()),
+                                                                    shell_quote(tokenizer.string())));
+        INFO(run.err);
+        CHECK(run.status == 1);
+        CHECK(run.err.find(message) != std::string::npos);
+        CHECK(run.err.find('\n') == run.err.size() - 1);
+        CHECK_FALSE(std::filesystem::exists(dir.path() / "refused.gguf"));
+    }
+    const auto both = test::run_tool("kiln-convert", fmt::format("{} -o {} --tokenizer {} --no-tokenizer", shell_quote(bin.string()),
+                                                                 shell_quote((dir.path() / "refused.gguf").string()),
+                                                                 shell_quote((models / "tok512.bin").string())));
+    CHECK(both.status == 1);
+    CHECK(both.err.find("contradict") != std::string::npos);
 }

@@ -29,6 +29,7 @@ std::shared_ptr<const GgufFile> converted(const std::filesystem::path& input) {
     convert::ConvertOptions o;
     o.input = input;
     o.output = out;
+    o.no_tokenizer = true;  // the checks are on the weights; vocabularies come with some inputs
     std::FILE* log = std::tmpfile();
     convert::convert(o, log);
     std::fclose(log);

@@ -95,6 +95,7 @@ std::filesystem::path write_input(const std::string& name, const std::filesystem
     if (name == "stories260K") {  // the script made it F16 with llama-quantize
         convert::ConvertOptions o;
         o.input = test::shared_models_dir() / "stories260K.gguf";
+        o.no_tokenizer = true;
         o.output = path;
         o.mix = mix_named("f16");
         std::FILE* log = std::tmpfile();
@@ -140,6 +141,7 @@ std::filesystem::path write_input(const std::string& name, const std::filesystem
 std::filesystem::path convert_to(const std::filesystem::path& in, const std::string& mix, const std::filesystem::path& out) {
     convert::ConvertOptions o;
     o.input = in;
+    o.no_tokenizer = true;
     o.output = out;
     o.mix = mix_named(mix);
     std::FILE* log = std::tmpfile();

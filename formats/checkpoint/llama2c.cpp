@@ -398,7 +398,9 @@ int32_t token_type(std::string_view piece, size_t id) {
     return 1;
 }
 
-void add_tokenizer(Checkpoint& cp, const std::filesystem::path& path, uint64_t vocab) {
+}  // namespace
+
+void add_llama2c_tokenizer(Checkpoint& cp, const std::filesystem::path& path, uint64_t vocab) {
     const MappedFile file(path);
     const auto bytes = file.bytes();
     const std::string name = path.string();
@@ -446,8 +448,6 @@ void add_tokenizer(Checkpoint& cp, const std::filesystem::path& path, uint64_t v
     cp.metadata.push_back({"tokenizer.ggml.eos_token_id", GgufValue(uint32_t{2})});
 }
 
-}  // namespace
-
 bool looks_like_llama2c(std::span<const std::byte> head, uint64_t file_size) {
     if (head.size() > file_size) return false;  // inconsistent arguments
     // The magic alone decides for versioned files, so a damaged one still
@@ -480,7 +480,7 @@ Checkpoint read_llama2c(const std::filesystem::path& model, const std::filesyste
     const arch::LlamaParams params = llama_params(s, model);
     cp.metadata = params.metadata(arch::LlamaKeyOrder::Llama2cConverter);
     add_tensors(cp, s, views, params);
-    if (tokenizer != nullptr) add_tokenizer(cp, *tokenizer, s.vocab);
+    if (tokenizer != nullptr) add_llama2c_tokenizer(cp, *tokenizer, s.vocab);
     return cp;
 }
 

@@ -50,4 +50,9 @@ bool looks_like_llama2c(std::span<const std::byte> head, uint64_t file_size);
 // a truncated or corrupt file throws kiln::Error("llama2c", "<file>: ...").
 Checkpoint read_llama2c(const std::filesystem::path& model, const std::filesystem::path* tokenizer);
 
+// Appends the tokenizer.ggml.* entries of llama2.c's tokenizer.bin (a
+// SentencePiece vocabulary: model "llama", tokens, scores, types, unk 0, bos 1,
+// eos 2); kiln::Error when it does not hold exactly `vocab` tokens.
+void add_llama2c_tokenizer(Checkpoint& checkpoint, const std::filesystem::path& tokenizer, uint64_t vocab);
+
 }  // namespace kiln
