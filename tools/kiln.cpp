@@ -26,10 +26,9 @@ constexpr std::string_view kUsage = R"(usage: kiln -m MODEL [-p PROMPT | -f FILE
 
 Generates text. A decoder-only model (llama, qwen2, gemma, phi3, gpt2, ...)
 continues the prompt: the prompt is printed, then the continuation, token by
-token. An encoder-decoder
-model (transformer) translates the prompt: it prints "source: <prompt>" and
-"output: <decoded text>"; its decoding is greedy unless --temp or --beams is
-given. Timings go to stderr.
+token. An encoder-decoder model (transformer) translates the prompt: it
+prints "source: <prompt>" and "output: <decoded text>"; its decoding is greedy
+unless --temp or --beams is given. Timings go to stderr.
 
   -m, --model FILE          GGUF model (any architecture kiln runs: README)
   -p, --prompt TEXT         prompt (default: empty, generate from BOS alone)
