@@ -17,6 +17,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -135,5 +136,66 @@ TEST_CASE("legacy and IQ4 weights: every kernel set's matmul equals the dequanti
                 }
             }
         }
+    }
+}
+
+TEST_CASE("legacy weights: odd sizes, a row range, and the same bits however the rows are split", "[legacy_kernels]") {
+    for (DType type : {DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL}) {
+        const std::string name(kiln::type_traits(type).name);
+        const kiln::GgufTensor* t = fixture().find_tensor("quantized." + name);
+        REQUIRE(t != nullptr);
+        const auto rows = static_cast<int64_t>(t->dims[1]);
+        REQUIRE(rows >= 12);
+        const size_t w_stride = t->data.size() / static_cast<size_t>(rows);
+        // 7 blocks of each row (rows stay w_stride apart): an odd block count.
+        const int64_t k = 7 * kiln::type_traits(type).block_size;
+        const int64_t r0 = 1, r1 = rows - 2;  // an odd number of rows, not from the first
+        for (const MatmulKernels* set : available_matmul_kernels()) {
+            for (int64_t tokens : {1, 2, 7}) {
+                INFO(name << " kernels " << set->name << " tokens " << tokens);
+                const auto x = activations(k * tokens, static_cast<uint32_t>(tokens + 100));
+                const size_t x_stride = prepared_row_bytes(type, k);
+                std::vector<std::byte> prepared(x_stride * static_cast<size_t>(tokens));
+                for (int64_t i = 0; i < tokens; ++i)
+                    set->prepare_row(type, x.data() + i * k, k, prepared.data() + i * static_cast<int64_t>(x_stride));
+                std::vector<float> whole(static_cast<size_t>(rows * tokens), NAN), split = whole;
+                set->matmul(type, k, t->data.data(), w_stride, r0, r1, prepared.data(), x_stride, tokens, whole.data(),
+                            rows, nullptr);
+                // As threads would take it: three uneven pieces.
+                for (auto [a, b] : {std::pair{r0, r0 + 3}, std::pair{r0 + 3, r0 + 8}, std::pair{r0 + 8, r1}})
+                    set->matmul(type, k, t->data.data(), w_stride, a, b, prepared.data(), x_stride, tokens, split.data(),
+                                rows, nullptr);
+                for (int64_t i = 0; i < tokens; ++i)
+                    for (int64_t r = 0; r < rows; ++r) {
+                        const float got = whole[static_cast<size_t>(i * rows + r)];
+                        if (r < r0 || r >= r1) {
+                            CHECK(std::isnan(got));  // rows outside the range are left alone
+                            continue;
+                        }
+                        const Expected e = expected_dot(type, k, t->data.data() + r * static_cast<int64_t>(w_stride),
+                                                        prepared.data() + i * static_cast<int64_t>(x_stride));
+                        INFO("row " << r << " token " << i);
+                        CHECK(std::fabs(got - e.value) <= e.bound);
+                        CHECK(std::memcmp(&got, &split[static_cast<size_t>(i * rows + r)], sizeof(float)) == 0);
+                    }
+            }
+        }
+    }
+}
+
+TEST_CASE("legacy weights: every set prepares Q8_1 activations as the reference does, byte for byte", "[legacy_kernels]") {
+    const int64_t k = 32 * 9;
+    auto x = activations(k, 5);
+    x[40] = 0.0f;
+    for (int j = 64; j < 96; ++j) x[j] = 0.0f;       // an all-zero block
+    x[100] = 1e-39f;                                   // a denormal among normal values
+    x[200] = std::numeric_limits<float>::infinity();   // a block the fast path leaves to the reference
+    std::vector<std::byte> want(prepared_row_bytes(DType::Q4_1, k));
+    kiln::type_traits(DType::Q8_1).from_float_ref(x.data(), want.data(), k);
+    for (const MatmulKernels* set : available_matmul_kernels()) {
+        INFO(set->name);
+        std::vector<std::byte> got(want.size());
+        set->prepare_row(DType::Q4_1, x.data(), k, got.data());
+        CHECK(std::memcmp(got.data(), want.data(), want.size()) == 0);
     }
 }

@@ -1,5 +1,6 @@
 // The "avx2" kernel set: 256-bit vectors with FMA, F16C conversions for F16
-// weights and shifts for BF16, and `vpmaddubsw` int8 dot products for Q8_0/Q4_0.
+// weights and shifts for BF16, and `vpmaddubsw` int8 dot products for Q8_0,
+// Q4_0, Q4_1, Q5_0, Q5_1 and IQ4_NL (the last two with a minimum, against Q8_1).
 // Compiled when the build targets AVX2 + FMA + F16C, offered when the CPU has them.
 //
 // The float kernels are the shared xsimd templates (matmul_float_simd.h) with
@@ -28,6 +29,7 @@
 
 #include "engine/kernels/matmul_float_simd.h"
 #include "engine/quant/blocks.h"
+#include "engine/quant/legacy_quants.h"
 #include "engine/quant/reference.h"
 
 namespace kiln::kernels::detail {
@@ -227,6 +229,31 @@ void quantize_block_q8_k(const float* x, std::byte* out) noexcept {
     std::memcpy(out, &block, sizeof(block));
 }
 
+// One Q8_1 block, byte-identical to quant::q8_1_from_float_ref: the scale and
+// codes are Q8_0's (the same d = amax / 127, inverse and rounding), and s is
+// fp16(d · Σ codes) with the unrounded d, as the reference computes it.
+void quantize_block_q8_1(const float* x, std::byte* out) noexcept {
+    float amax = 0.0f;
+    bool finite = true;
+    for (int j = 0; j < 32; ++j) {
+        finite = finite && std::isfinite(x[j]);
+        amax = std::fmax(amax, std::fabs(x[j]));
+    }
+    const float d = amax / 127.0f;
+    if (!finite || !(d == 0.0f || (d >= FLT_MIN && d <= FLT_MAX))) {
+        quant::q8_1_from_float_ref(x, out, 32);
+        return;
+    }
+    std::byte q8_0[34];
+    quantize_block_q8_0(x, q8_0);
+    std::memcpy(out, q8_0, 2);
+    std::memcpy(out + 4, q8_0 + 2, 32);
+    int sum = 0;
+    for (int j = 0; j < 32; ++j) sum += static_cast<int8_t>(q8_0[2 + j]);
+    const uint16_t sh = _cvtss_sh(static_cast<float>(sum) * d, 0);
+    std::memcpy(out + 2, &sh, 2);
+}
+
 void avx2_prepare_row(DType weight_type, const float* x, int64_t k, void* out) noexcept {
     assert(matmul_supports(weight_type) && k % type_traits(weight_type).block_size == 0);
     const DType prepared = vec_dot_type(weight_type);
@@ -235,30 +262,79 @@ void avx2_prepare_row(DType weight_type, const float* x, int64_t k, void* out) n
         for (int64_t b = 0; b < k / 256; ++b) quantize_block_q8_k(x + b * 256, dst + b * sizeof(quant::BlockQ8_K));
         return;
     }
+    if (prepared == DType::Q8_1) {
+        auto* dst = static_cast<std::byte*>(out);
+        for (int64_t b = 0; b < k / 32; ++b) quantize_block_q8_1(x + b * 32, dst + b * sizeof(quant::BlockQ8_1));
+        return;
+    }
     if (prepared != DType::Q8_0) {
-        // Float activations are copied; Q8_1 activations use the reference
-        // quantizer until this set has a faster one.
-        type_traits(prepared).from_float_ref(x, out, k);
+        type_traits(prepared).from_float_ref(x, out, k);  // float activations are copied
         return;
     }
     auto* dst = static_cast<std::byte*>(out);
     for (int64_t b = 0; b < k / 32; ++b) quantize_block_q8_0(x + b * 32, dst + b * 34);
 }
 
+// The weight types of 32-element blocks this set multiplies, and how their
+// blocks are laid out (engine/quant/blocks.h): an fp16 scale first; Q4_1/Q5_1
+// then an fp16 minimum (their codes are unsigned, value = d·q + m, and they
+// meet Q8_1 activations, whose s = d·Σq gives the minimum's share); Q5_0/Q5_1
+// then 32 high bits; then the codes.
 template <DType W>
-constexpr int64_t kBlockBytes = W == DType::Q8_0 ? 34 : 18;
+constexpr int64_t kBlockBytes = W == DType::Q8_0   ? sizeof(quant::BlockQ8_0)
+                                : W == DType::Q4_0 ? sizeof(quant::BlockQ4_0)
+                                : W == DType::Q4_1 ? sizeof(quant::BlockQ4_1)
+                                : W == DType::Q5_0 ? sizeof(quant::BlockQ5_0)
+                                : W == DType::Q5_1 ? sizeof(quant::BlockQ5_1)
+                                                   : sizeof(quant::BlockIQ4_NL);
+template <DType W>
+constexpr bool kHasMinimum = W == DType::Q4_1 || W == DType::Q5_1;
+// The activation block: Q8_1 (d, s, codes) for the types with a minimum, else Q8_0 (d, codes).
+template <DType W>
+constexpr int64_t kActBytes = kHasMinimum<W> ? sizeof(quant::BlockQ8_1) : sizeof(quant::BlockQ8_0);
+template <DType W>
+constexpr int64_t kActCodes = kHasMinimum<W> ? 4 : 2;
 
-// A weight block's 32 codes as signed bytes in element order.
+// 16 bytes of packed nibbles: low nibbles (elements 0-15) in the low half,
+// high nibbles (16-31) in the high half.
+inline __m256i unpack_nibbles(const std::byte* p) noexcept {
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    const __m128i low4 = _mm_set1_epi8(0x0F);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), low4), _mm_and_si128(q, low4));
+}
+
+// The fifth bits of Q5_0/Q5_1: bit j of the 32-bit qh, as 0x10 in byte j.
+inline __m256i fifth_bits(const std::byte* qh) noexcept {
+    uint32_t bits;
+    std::memcpy(&bits, qh, 4);
+    // Byte j takes qh's byte j / 8 (the shuffle stays within each 128-bit half,
+    // where the broadcast put all four), then tests its own bit j % 8.
+    const __m256i spread = _mm256_shuffle_epi8(
+        _mm256_set1_epi32(static_cast<int32_t>(bits)),
+        _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+    const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ULL));
+    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+    return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+}
+
+// A weight block's 32 codes in element order: signed for the types without a
+// minimum (Q8_0, Q4_0 - 8, Q5_0 - 16, IQ4_NL's table values), unsigned for Q4_1 and Q5_1.
 template <DType W>
 inline __m256i load_codes(const std::byte* blk) noexcept {
     if constexpr (W == DType::Q8_0) {
         return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+    } else if constexpr (W == DType::Q4_0) {
+        return _mm256_sub_epi8(unpack_nibbles(blk + 2), _mm256_set1_epi8(8));
+    } else if constexpr (W == DType::Q4_1) {
+        return unpack_nibbles(blk + 4);
+    } else if constexpr (W == DType::Q5_0) {
+        return _mm256_sub_epi8(_mm256_or_si256(unpack_nibbles(blk + 6), fifth_bits(blk + 2)), _mm256_set1_epi8(16));
+    } else if constexpr (W == DType::Q5_1) {
+        return _mm256_or_si256(unpack_nibbles(blk + 8), fifth_bits(blk + 4));
     } else {
-        const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
-        const __m128i low4 = _mm_set1_epi8(0x0F);
-        const __m256i nibbles =
-            _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), low4), _mm_and_si128(q, low4));
-        return _mm256_sub_epi8(nibbles, _mm256_set1_epi8(8));
+        static_assert(W == DType::IQ4_NL);
+        const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(quant::kIQ4NLValues));
+        return _mm256_shuffle_epi8(_mm256_set_m128i(table, table), unpack_nibbles(blk + 2));
     }
 }
 
@@ -270,17 +346,19 @@ inline float hsum(__m256 v) noexcept {
 }
 
 // out[t * out_stride + r] for R weight rows and T tokens. dx holds the tokens'
-// block scales as floats, nb per token.
+// block scales as floats, nb per token; for the types with a minimum, sx holds
+// the activation blocks' s (d·Σq) the same way.
 template <DType W, int R, int T>
 void quant_tile(int64_t nb, const std::byte* w, size_t w_stride, const std::byte* x, size_t x_stride,
-                const float* dx, float* out, int64_t out_stride) noexcept {
-    constexpr int64_t BB = kBlockBytes<W>;
+                const float* dx, const float* sx, float* out, int64_t out_stride) noexcept {
+    constexpr int64_t BB = kBlockBytes<W>, XB = kActBytes<W>, XC = kActCodes<W>;
     const __m256i ones = _mm256_set1_epi16(1);
     const std::byte* wr[R];
     const std::byte* xr[T];
     for (int r = 0; r < R; ++r) wr[r] = w + r * w_stride;
     for (int t = 0; t < T; ++t) xr[t] = x + t * x_stride;
     __m256 acc[R][T];
+    float minimum[R][T] = {};  // Σ m_w · s_x (Q4_1, Q5_1)
     for (int r = 0; r < R; ++r)
         for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
 
@@ -291,22 +369,28 @@ void quant_tile(int64_t nb, const std::byte* w, size_t w_stride, const std::byte
             __builtin_prefetch(blk + R * static_cast<int64_t>(w_stride), 0, 3);
             __builtin_prefetch(blk + R * static_cast<int64_t>(w_stride) + BB - 1, 0, 3);
             const __m256i wv = load_codes<W>(blk);
-            const __m256i aw = _mm256_sign_epi8(wv, wv);
             const float dw = half_at(blk);
             for (int t = 0; t < T; ++t) {
-                const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xr[t] + b * 34 + 2));
-                const __m256i pairs = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(xv, wv));
+                const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xr[t] + b * XB + XC));
+                __m256i pairs;
+                if constexpr (kHasMinimum<W>) {
+                    // Unsigned codes (at most 31) times signed ones: pairs stay far from int16's limit.
+                    pairs = _mm256_maddubs_epi16(wv, xv);
+                    minimum[r][t] += half_at(blk + 2) * sx[t * nb + b];
+                } else {
+                    pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(xv, wv));
+                }
                 const __m256i sums = _mm256_madd_epi16(pairs, ones);
                 acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_set1_ps(dw * dx[t * nb + b]), acc[r][t]);
             }
         }
     }
     for (int r = 0; r < R; ++r)
-        for (int t = 0; t < T; ++t) out[t * out_stride + r] = hsum(acc[r][t]);
+        for (int t = 0; t < T; ++t) out[t * out_stride + r] = hsum(acc[r][t]) + minimum[r][t];
 }
 
-using QuantTileFn = void (*)(int64_t, const std::byte*, size_t, const std::byte*, size_t, const float*, float*,
-                             int64_t) noexcept;
+using QuantTileFn = void (*)(int64_t, const std::byte*, size_t, const std::byte*, size_t, const float*, const float*,
+                             float*, int64_t) noexcept;
 
 template <DType W, int R, size_t... T>
 constexpr std::array<QuantTileFn, sizeof...(T)> quant_table(std::index_sequence<T...>) noexcept {
@@ -316,6 +400,12 @@ constexpr std::array<QuantTileFn, sizeof...(T)> quant_table(std::index_sequence<
 // One token: 4 rows per tile (4 independent accumulators while streaming).
 // Several tokens: 2 rows x 4 tokens (8 accumulators, each weight block used 4
 // times, each activation block twice), which fits the 16 registers.
+// Scratch for the activations' block scales (and s, for the types with a minimum).
+size_t quant_scratch_bytes(DType w, int64_t k, int64_t n_tokens) noexcept {
+    const bool minimum = w == DType::Q4_1 || w == DType::Q5_1;
+    return static_cast<size_t>(n_tokens * (k / 32)) * sizeof(float) * (minimum ? 2 : 1);
+}
+
 template <DType W>
 bool quant_matmul(int64_t k, const std::byte* w, size_t w_stride, int64_t r0, int64_t r1, const std::byte* x,
                   size_t x_stride, int64_t n_tokens, float* out, int64_t out_stride) noexcept {
@@ -323,10 +413,15 @@ bool quant_matmul(int64_t k, const std::byte* w, size_t w_stride, int64_t r0, in
     static constexpr auto kBatch = quant_table<W, 2>(std::make_index_sequence<4>{});
     static constexpr auto kOne = quant_table<W, 1>(std::make_index_sequence<4>{});
     const int64_t nb = k / 32;
-    auto* dx = reinterpret_cast<float*>(thread_scratch(static_cast<size_t>(n_tokens * nb) * sizeof(float)));
+    auto* dx = reinterpret_cast<float*>(thread_scratch(quant_scratch_bytes(W, k, n_tokens)));
     if (dx == nullptr) return false;
+    float* sx = dx + n_tokens * nb;  // used by the types with a minimum
     for (int64_t t = 0; t < n_tokens; ++t)
-        for (int64_t b = 0; b < nb; ++b) dx[t * nb + b] = half_at(x + t * static_cast<int64_t>(x_stride) + b * 34);
+        for (int64_t b = 0; b < nb; ++b) {
+            const std::byte* xb = x + t * static_cast<int64_t>(x_stride) + b * kActBytes<W>;
+            dx[t * nb + b] = half_at(xb);
+            if constexpr (kHasMinimum<W>) sx[t * nb + b] = half_at(xb + 2);
+        }
 
     const int rows_per_tile = n_tokens == 1 ? 4 : 2;
     const int tokens_per_tile = n_tokens == 1 ? 1 : 4;
@@ -334,13 +429,14 @@ bool quant_matmul(int64_t k, const std::byte* w, size_t w_stride, int64_t r0, in
         const auto nt = static_cast<size_t>(std::min<int64_t>(tokens_per_tile, n_tokens - t0));
         const std::byte* xt = x + t0 * static_cast<int64_t>(x_stride);
         const float* dxt = dx + t0 * nb;
+        const float* sxt = sx + t0 * nb;
         float* ot = out + t0 * out_stride;
         const QuantTileFn full = n_tokens == 1 ? kDecode[0] : kBatch[nt - 1];
         int64_t r = r0;
         for (; r + rows_per_tile <= r1; r += rows_per_tile)
-            full(nb, w + r * static_cast<int64_t>(w_stride), w_stride, xt, x_stride, dxt, ot + r, out_stride);
+            full(nb, w + r * static_cast<int64_t>(w_stride), w_stride, xt, x_stride, dxt, sxt, ot + r, out_stride);
         for (; r < r1; ++r)
-            kOne[nt - 1](nb, w + r * static_cast<int64_t>(w_stride), w_stride, xt, x_stride, dxt, ot + r, out_stride);
+            kOne[nt - 1](nb, w + r * static_cast<int64_t>(w_stride), w_stride, xt, x_stride, dxt, sxt, ot + r, out_stride);
     }
     return true;
 }
@@ -364,12 +460,23 @@ void avx2_matmul(DType type, int64_t k, const void* w, size_t w_stride, int64_t 
             break;
         case DType::Q8_0:
         case DType::Q4_0:
+        case DType::Q4_1:
+        case DType::Q5_0:
+        case DType::Q5_1:
+        case DType::IQ4_NL:
             // Scratch first (it never shrinks): no chunk's call can fail after chunks were claimed.
-            if (thread_scratch(static_cast<size_t>(n_tokens * (k / 32)) * sizeof(float)) == nullptr) break;
+            if (thread_scratch(quant_scratch_bytes(type, k, n_tokens)) == nullptr) break;
             done = true;
             for_each_claimed(r0, r1, claims, [&](int64_t a, int64_t b) {
-                if (type == DType::Q8_0) quant_matmul<DType::Q8_0>(k, wb, w_stride, a, b, xb, x_stride, n_tokens, out, out_stride);
-                else quant_matmul<DType::Q4_0>(k, wb, w_stride, a, b, xb, x_stride, n_tokens, out, out_stride);
+                const auto run = [&]<DType W>() { quant_matmul<W>(k, wb, w_stride, a, b, xb, x_stride, n_tokens, out, out_stride); };
+                switch (type) {
+                    case DType::Q8_0: run.template operator()<DType::Q8_0>(); break;
+                    case DType::Q4_0: run.template operator()<DType::Q4_0>(); break;
+                    case DType::Q4_1: run.template operator()<DType::Q4_1>(); break;
+                    case DType::Q5_0: run.template operator()<DType::Q5_0>(); break;
+                    case DType::Q5_1: run.template operator()<DType::Q5_1>(); break;
+                    default: run.template operator()<DType::IQ4_NL>(); break;
+                }
             });
             break;
         case DType::Q2_K:

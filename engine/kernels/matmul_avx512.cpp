@@ -200,10 +200,14 @@ void avx512_prepare_row(DType weight_type, const float* x, int64_t k, void* out)
         for (int64_t b = 0; b < k / 256; ++b) quantize_block_q8_k(x + b * 256, dst + b * sizeof(quant::BlockQ8_K));
         return;
     }
+    if (prepared == DType::Q8_1) {
+        // The AVX2 set's quantizer (byte-identical to the reference), as its kernels multiply them.
+        if (const MatmulKernels* avx2 = avx2_matmul_kernels()) avx2->prepare_row(weight_type, x, k, out);
+        else type_traits(prepared).from_float_ref(x, out, k);
+        return;
+    }
     if (prepared != DType::Q8_0) {
-        // Float activations are copied; Q8_1 activations use the reference
-        // quantizer until this set has a faster one.
-        type_traits(prepared).from_float_ref(x, out, k);
+        type_traits(prepared).from_float_ref(x, out, k);  // float activations are copied
         return;
     }
     auto* dst = static_cast<std::byte*>(out);
@@ -244,6 +248,16 @@ void avx512_matmul(DType type, int64_t k, const void* w, size_t w_stride, int64_
         case DType::Q6_K_R16:
             done = avx512_interleaved_matmul(type, k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride,
                                              claims);
+            break;
+        case DType::Q4_1:
+        case DType::Q5_0:
+        case DType::Q5_1:
+        case DType::IQ4_NL:
+            // No 512-bit kernels for these yet: the AVX2 set's (every CPU of this set runs them).
+            if (const MatmulKernels* avx2 = avx2_matmul_kernels()) {
+                avx2->matmul(type, k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride, claims);
+                done = true;
+            }
             break;
         default: break;  // types this set has no kernel for run the scalar reference
     }
