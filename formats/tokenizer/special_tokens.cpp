@@ -12,20 +12,20 @@ namespace kiln {
 
 namespace {
 
-using Texts = std::initializer_list<std::string_view>;
+using Texts = std::vector<std::string_view>;
 
 // The texts llama.cpp recognises (llama-vocab.cpp, load()).
-constexpr Texts kEotTexts = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<EOT>",
+const Texts kEotTexts = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<EOT>",
                              "<｜end▁of▁sentence｜>"};
-constexpr Texts kEomTexts = {"<|eom_id|>"};
-constexpr Texts kEogTexts = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>",
+const Texts kEomTexts = {"<|eom_id|>"};
+const Texts kEogTexts = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>",
                              "<EOT>"};
-constexpr Texts kFimPreTexts = {"<|fim_prefix|>", "<fim-prefix>", "<｜fim▁begin｜>", "<PRE>"};
-constexpr Texts kFimSufTexts = {"<|fim_suffix|>", "<fim-suffix>", "<｜fim▁hole｜>", "<SUF>"};
-constexpr Texts kFimMidTexts = {"<|fim_middle|>", "<fim-middle>", "<｜fim▁end｜>", "<MID>"};
-constexpr Texts kFimPadTexts = {"<|fim_pad|>", "<fim-pad>", "<PAD>"};
-constexpr Texts kFimRepTexts = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>"};
-constexpr Texts kFimSepTexts = {"<|file_sep|>"};
+const Texts kFimPreTexts = {"<|fim_prefix|>", "<fim-prefix>", "<｜fim▁begin｜>", "<PRE>"};
+const Texts kFimSufTexts = {"<|fim_suffix|>", "<fim-suffix>", "<｜fim▁hole｜>", "<SUF>"};
+const Texts kFimMidTexts = {"<|fim_middle|>", "<fim-middle>", "<｜fim▁end｜>", "<MID>"};
+const Texts kFimPadTexts = {"<|fim_pad|>", "<fim-pad>", "<PAD>"};
+const Texts kFimRepTexts = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>"};
+const Texts kFimSepTexts = {"<|file_sep|>"};
 
 bool is_c_space(char c) noexcept { return c == ' ' || (c >= '\t' && c <= '\r'); }
 
@@ -50,13 +50,13 @@ SpecialTokens read_special_tokens(const GgufFile& file, const std::vector<std::s
     for (size_t i = 0; i < n; ++i) ids[tokens[i]] = static_cast<int32_t>(i);
     const auto make_control = [&](int32_t id) { types[id] = TokenType::control; };
     // The lowest id spelled one of `texts`, or -1.
-    const auto find_first = [&](Texts texts) {
+    const auto find_first = [&](const Texts& texts) {
         int32_t best = -1;
         for (const std::string_view text : texts)
             if (const auto it = ids.find(text); it != ids.end() && (best < 0 || it->second < best)) best = it->second;
         return best;
     };
-    const auto id_key = [&](std::string_view key, Texts texts) {
+    const auto id_key = [&](std::string_view key, const Texts& texts) {
         int32_t id = vocab::optional_token_id(file, key, n);
         if (id < 0 && texts.size() > 0) {
             id = find_first(texts);
