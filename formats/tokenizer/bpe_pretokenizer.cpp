@@ -70,7 +70,7 @@ const std::vector<PreType>& pre_types() {
         {{"deepseek-v3"}, {R"re(\p{N}{1,3})re", "[一-龥぀-ゟ゠-ヿ]+", kDeepseek3}, false},
         {{"deepseek-coder"}, {"[\r\n]", R"re(\s?\p{L}+)re", R"re(\s?\p{P}+)re", "[一-龥ࠀ-一가-퟿]+", R"re(\p{N})re"},
          false},
-        {{"falcon"}, {R"re([\p{P}\$\+<=>\^~\|]+)re", kGpt2, "[0-9][0-9][0-9]"}},
+        {{"falcon"}, {R"re([\p{P}\$\+<=>\^~\|`]+)re", kGpt2, "[0-9][0-9][0-9]"}},
         {{"starcoder", "refact", "codeshell", "exaone", "minerva-7b"}, {R"re(\p{N})re", kGpt2}},
         {{"command-r", "smollm"}, {R"re(\p{N})re", kGpt2}, false},
         {{"gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v1-en", "jina-v2-es", "jina-v2-de", "jina-v2-code",
