@@ -4,6 +4,7 @@
 #include <cctype>
 #include <unordered_map>
 
+#include "engine/core/error.h"
 #include "engine/core/printable.h"
 #include "formats/gguf/gguf_file.h"
 #include "formats/tokenizer/vocab_metadata.h"
@@ -94,11 +95,14 @@ SpecialTokens read_special_tokens(const GgufFile& file, const std::vector<std::s
 
     // Strip flags by model and pre-tokenizer name (llama.cpp sets them so).
     out.strip.assign(n, 0);
-    const auto set_strip = [&](std::string_view text, uint8_t flag, bool on) {
-        if (const auto it = ids.find(text); it != ids.end()) {
-            if (on) out.strip[it->second] |= flag;
-            else out.strip[it->second] &= static_cast<uint8_t>(~flag);
-        }
+    // llama.cpp refuses a vocabulary that lacks a token these rules name; so does kiln.
+    const auto set_strip = [&](std::string_view text, uint8_t flag, bool on, std::string_view why) {
+        const auto it = ids.find(text);
+        if (it == ids.end())
+            fail(vocab::kComponent, "{}: {} needs the token '{}', which the vocabulary lacks", file.name(), why,
+                 printable(text));
+        if (on) out.strip[it->second] |= flag;
+        else out.strip[it->second] &= static_cast<uint8_t>(~flag);
     };
     const GgufValue* pre_value = file.find("tokenizer.ggml.pre");
     const std::string pre = pre_value != nullptr && pre_value->as_string() ? *pre_value->as_string() : "";
@@ -106,12 +110,13 @@ SpecialTokens read_special_tokens(const GgufFile& file, const std::vector<std::s
     const std::string name = lower_ascii(name_value != nullptr && name_value->as_string() ? *name_value->as_string() : "");
     if (pre.find("jina-v2-de") != std::string::npos || pre.find("jina-v2-es") != std::string::npos ||
         pre.find("jina-v2-code") != std::string::npos) {
-        set_strip("<mask>", SpecialTokens::kStripLeft, true);
+        set_strip("<mask>", SpecialTokens::kStripLeft, true, fmt::format("tokenizer.ggml.pre '{}'", printable(pre)));
     } else if (name.find("phi-3") != std::string::npos || name.find("phi3") != std::string::npos) {
         for (const int32_t id : out.by_length) out.strip[id] |= SpecialTokens::kStripRight;
-        set_strip("</s>", SpecialTokens::kStripRight, true);
+        const std::string why = fmt::format("a Phi-3 vocabulary (general.name '{}')", printable(name));
+        set_strip("</s>", SpecialTokens::kStripRight, true, why);
         for (const std::string_view text : {"<unk>", "<s>", "<|endoftext|>"})
-            set_strip(text, SpecialTokens::kStripRight, false);
+            set_strip(text, SpecialTokens::kStripRight, false, why);
     }
     out.types = std::move(types);
     return out;

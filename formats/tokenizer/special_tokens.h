@@ -17,7 +17,8 @@
 //     control, user-defined and unknown token (and </s>) eats the whitespace
 //     after it when it is found in a text, except <unk>, <s> and
 //     <|endoftext|>; for tokenizer.ggml.pre jina-v2-de/-es/-code, <mask> eats
-//     the whitespace before it.
+//     the whitespace before it. A vocabulary without the tokens these rules
+//     name is refused, as llama.cpp refuses it.
 #include <cstdint>
 #include <string>
 #include <string_view>

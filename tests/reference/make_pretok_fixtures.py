@@ -1,5 +1,8 @@
 #!/usr/bin/env python3
-"""Writes tests/fixtures/tokenizer_pretok/llama_tokenize.txt: the token ids
+"""Writes two fixtures of llama.cpp's llama-tokenize ids for kiln's tests
+(tests/test_tokenizer_pretok.cpp).
+
+tests/fixtures/tokenizer_pretok/llama_tokenize.txt: the token ids
 llama.cpp's llama-tokenize gives for a set of texts, for every
 tokenizer.ggml.pre value of kiln's table (formats/tokenizer/bpe_pretokenizer.cpp),
 on GPT-2's vocabulary with only `pre` changed. Most pre types have no vocabulary
@@ -16,6 +19,13 @@ and kiln's).
 
 Output lines: pre<TAB>text<TAB>ids, the text with backslash escapes for \\, tab,
 CR, LF and bytes outside printable ASCII written \\xNN (so the file is ASCII).
+
+tests/fixtures/tokenizer_pretok/llama_cpp_models.txt: the ids for the same
+texts and a few that spell special tokens, on every vocabulary in llama.cpp's
+models/ folder (the test reads those files from KILN_LLAMA_CPP_DIR), with
+special tokens parsed and not (--no-parse-special). Lines:
+file<TAB>special|literal<TAB>text<TAB>ids. Vocabularies kiln refuses
+(bert) are left out.
 """
 import os
 import subprocess
@@ -27,6 +37,19 @@ sys.path.insert(0, HERE)
 import gguf_io  # noqa: E402
 
 OUT = os.path.join(HERE, "..", "fixtures", "tokenizer_pretok", "llama_tokenize.txt")
+OUT_MODELS = os.path.join(HERE, "..", "fixtures", "tokenizer_pretok", "llama_cpp_models.txt")
+
+# Texts that spell special tokens of llama.cpp's vocabularies (SentencePiece's
+# <s>, Phi-3's chat markers, GPT-2's <|endoftext|>, StarCoder's FIM markers,
+# DeepSeek's sentence markers), with spaces around them for the strip rules.
+SPECIAL_TEXTS = [
+    "<s>Hello</s> world <unk> end",
+    "<|user|>\n Hi there <|end|>\n<|assistant|> Hello!<|end|>",
+    "a <|endoftext|> b<|endoftext|>c",
+    "<fim_prefix>def f():<fim_suffix>\n    return 1<fim_middle>",
+    "<\uff5cbegin\u2581of\u2581sentence\uff5c>Hi<\uff5cend\u2581of\u2581sentence\uff5c>",
+    "<|im_start|>user\nhello<|im_end|>",
+]
 
 # Every name llama.cpp's llama-vocab.cpp maps (kiln's BpePretokenizer::known_names()).
 PRES = [
@@ -128,6 +151,39 @@ def main():
     with open(OUT, "w", encoding="ascii", newline="\n") as f:
         f.write("\n".join(lines) + "\n")
     print("wrote %s (%d lines)" % (OUT, len(lines) - 1))
+    write_models_fixture(llama, tool)
+
+
+def write_models_fixture(llama, tool):
+    models = os.path.join(llama, "models")
+    lines = ["# llama-tokenize --ids --no-bos [--no-parse-special] on llama.cpp's models/ggml-vocab-*.gguf; written by "
+             "tests/reference/make_pretok_fixtures.py"]
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in sorted(os.listdir(models)):
+            if not (name.startswith("ggml-vocab-") and name.endswith(".gguf")):
+                continue
+            model = gguf_io.read_gguf(os.path.join(models, name), load_tensors=False).metadata["tokenizer.ggml.model"]
+            if model not in ("llama", "gpt2"):
+                print("%s: left out (tokenizer.ggml.model %s, which kiln refuses)" % (name, model))
+                continue
+            for text in TEXTS + SPECIAL_TEXTS:
+                data = text_bytes(text)
+                prompt = os.path.join(tmp, "prompt.txt")
+                with open(prompt, "wb") as f:
+                    f.write(data)
+                for mode in ("special", "literal"):
+                    args = [tool, "-m", os.path.join(models, name), "-f", prompt, "--ids", "--no-bos", "--log-disable"]
+                    if mode == "literal":
+                        args.append("--no-parse-special")
+                    run = subprocess.run(args, capture_output=True, text=True)
+                    if run.returncode != 0:
+                        sys.exit("llama-tokenize failed for %s on %r: %s" % (name, text, run.stderr[-2000:]))
+                    ids = run.stdout.strip().strip("[]").replace(",", " ").split()
+                    lines.append("%s\t%s\t%s\t%s" % (name, mode, escape(data), " ".join(ids)))
+            print("%s: %d texts" % (name, len(TEXTS) + len(SPECIAL_TEXTS)))
+    with open(OUT_MODELS, "w", encoding="ascii", newline="\n") as f:
+        f.write("\n".join(lines) + "\n")
+    print("wrote %s (%d lines)" % (OUT_MODELS, len(lines) - 1))
 
 
 if __name__ == "__main__":
