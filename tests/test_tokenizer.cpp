@@ -50,6 +50,10 @@ void check_fixture(const SpmTokenizer& tok, const std::string& name) {
     for (const test::TokenCase& c : cases) {
         INFO(name << " line " << c.line << ": \"" << c.text << "\"");
         REQUIRE(!c.ids.empty());
+        // In text that is not valid UTF-8 kiln cuts symbols as llama.cpp does,
+        // not as sentencepiece does (the llama-tokenize fixtures of
+        // test_tokenizer_pretok.cpp check those texts).
+        if (!utf8_valid(c.text)) continue;
         CHECK(c.ids.front() == tok.bos());
         // sentencepiece takes "<s>" in a text literally: so does parse_special = false.
         CHECK(tok.encode(c.text, EncodeOptions{.add_bos = true, .parse_special = false}) == c.ids);
@@ -263,7 +267,8 @@ TEST_CASE("SPM: random text, valid UTF-8 or not, decodes back to itself", "[toke
             for (int i = 0; i < count; ++i) text += parts[rng() % parts.size()];
             INFO(path.filename().string() << ": \"" << text << "\"");
             const Ids ids = tok.encode(text, true);
-            REQUIRE(tok.decode(ids) == text);
+            // Broken UTF-8 may swallow the "▁" after it into byte tokens (llama.cpp's rule).
+            if (utf8_valid(text)) REQUIRE(tok.decode(ids) == text);
         }
     }
 }
@@ -306,7 +311,9 @@ TEST_CASE("SPM: byte fallback, unknown tokens and tokens that are never merged",
     SECTION("characters outside the vocabulary become their bytes") {
         const SpmTokenizer tok = build(make_writer(make_spec({{"a", -1}})));
         CHECK(tok.encode("aé", false) == Ids{id_of(tok, "a"), id_of(tok, "<0xC3>"), id_of(tok, "<0xA9>")});
-        CHECK(tok.encode("\xff" "a", false) == Ids{id_of(tok, "<0xFF>"), id_of(tok, "a")});
+        // A lead byte takes the bytes its length announces, as llama.cpp cuts them.
+        CHECK(tok.encode("\xff" "a", false) == Ids{id_of(tok, "<0xFF>"), id_of(tok, "<0x61>")});
+        CHECK(tok.encode("\x80" "a", false) == Ids{id_of(tok, "<0x80>"), id_of(tok, "a")});
     }
     SECTION("without byte tokens, an unknown character is one <unk>") {
         const SpmTokenizer tok = build(make_writer(make_spec({{"a", -1}}, /*bytes=*/false)));

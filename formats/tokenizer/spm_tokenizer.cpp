@@ -231,7 +231,8 @@ void SpmTokenizer::encode_text(std::string_view text, bool space_prefix, Workspa
     out.reserve(out.size() + normalized.size() / 3);
 
     const std::string_view all = normalized;
-    if (!split_words_) {
+    // Invalid UTF-8 may make a symbol straddle the start of a word (see encode_span).
+    if (!split_words_ || !utf8_valid(all)) {
         encode_span(all, work, out);
         return;
     }
@@ -255,8 +256,11 @@ void SpmTokenizer::encode_span(std::string_view text, Workspace& work, std::vect
     queue.clear();
 
     for (size_t at = 0; at < text.size();) {
-        const Utf8Scan scan = utf8_scan(text.substr(at));
-        const size_t length = scan.status == Utf8Status::complete ? scan.length : 1;  // a bad byte stands alone
+        // A symbol is as long as its first byte says (llama.cpp's rule, which
+        // kiln's ids follow): valid UTF-8 gives its characters, and a broken
+        // sequence takes the bytes after its lead whatever they are.
+        const auto lead = static_cast<uint8_t>(text[at]);
+        const size_t length = std::min<size_t>(lead < 0xC0 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4, text.size() - at);
         const auto index = static_cast<int32_t>(symbols.size());
         symbols.push_back({static_cast<uint32_t>(at), static_cast<uint32_t>(length), index - 1, index + 1});
         at += length;

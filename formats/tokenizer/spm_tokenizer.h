@@ -8,8 +8,10 @@
 //   1. every space becomes U+2581 "▁", and one "▁" goes in front of a
 //      non-empty piece at the start of the text or right after a special
 //      token (tokenizer.ggml.add_space_prefix, default true; llama.cpp's rule);
-//   2. the text is cut into UTF-8 characters, the initial symbols; a byte that
-//      does not start a valid character is a symbol of its own;
+//   2. the text is cut into UTF-8 characters, the initial symbols; in text
+//      that is not valid UTF-8, a symbol is as many bytes as its first byte
+//      announces (a stray continuation byte one), whatever follows, as in
+//      llama.cpp;
 //   3. repeatedly, the adjacent pair of symbols whose concatenation is a
 //      vocabulary piece of the highest score is merged (the leftmost pair on a
 //      tie), until no adjacent pair forms a piece;
