@@ -537,6 +537,11 @@ TEST_CASE("kiln-tokenize prints the ids of a prompt", "[tokenizer][cli]") {
         CHECK(run.out == "15496 995\n");  // GPT-2's published ids
         const test::ToolRun pieces = kiln_tokenize("-m " + gpt2 + " -p 'Hello world' --show-pieces");
         CHECK(pieces.out == "15496\tHello\n995\t\xC4\xA0world\n");
+        // A special token written in the text is the token, unless --no-special.
+        CHECK(kiln_tokenize("-m " + gpt2 + " -p 'Hi<|endoftext|>'").out == "17250 50256\n");
+        const test::ToolRun literal = kiln_tokenize("-m " + gpt2 + " -p 'Hi<|endoftext|>' --no-special");
+        CHECK(literal.status == 0);
+        CHECK(literal.out.find("50256") == std::string::npos);
     }
     SECTION("a character vocabulary") {
         test::TempDir dir;
