@@ -355,6 +355,22 @@ TEST_CASE("pretok: every pre-tokenizer llama.cpp names is known, and an unknown 
     CHECK(jina->encode("a  <mask>", false) == Ids{'a', 256});
 }
 
+TEST_CASE("pretok: long runs of one character class split without running out of stack", "[pretok]") {
+    // tekken's pattern repeats a group once per letter: PCRE2's default JIT
+    // stack would give up after a few thousand.
+    for (const std::string_view name : BpePretokenizer::known_names()) {
+        const BpePretokenizer pre(name, "t");
+        for (const std::string unit : {"a", "A", "1", " ", "\n", "!", "日"}) {
+            std::string text;
+            for (int i = 0; i < 100000; ++i) text += unit;
+            INFO(name << " '" << unit << "'");
+            std::string joined;
+            for (const std::string& w : pre.split(text)) joined += w;
+            CHECK(joined == text);
+        }
+    }
+}
+
 TEST_CASE("pretok: special tokens in text become their ids unless parse_special is off", "[pretok]") {
     const auto tok = load(bpe_writer("gpt-2", {{"<|im_start|>", TokenType::control}, {"<|im_end|>", TokenType::control},
                                                {"<tool>", TokenType::user_defined}}, {}));

@@ -82,6 +82,34 @@ std::u32string decode_pattern(std::string_view pattern) {
     return out;
 }
 
+// A match context per thread with a JIT stack that can grow large: patterns
+// such as tekken's repeat a group once per letter, so a long word needs a
+// deep stack (PCRE2's default of 32 KiB fails at a few thousand letters).
+// The stack's memory is reserved, and pages are used only as it grows.
+struct MatchContext {
+    pcre2_match_context* context = nullptr;
+    pcre2_jit_stack* stack = nullptr;
+    MatchContext() {
+        context = pcre2_match_context_create(nullptr);
+        stack = pcre2_jit_stack_create(32 * 1024, 256 * 1024 * 1024, nullptr);
+        if (context == nullptr || stack == nullptr) fail(kComponent, "out of memory for a PCRE2 match context");
+        pcre2_jit_stack_assign(context, nullptr, stack);
+        // The default of 10 million steps could stop a linear-time match of a very long word.
+        pcre2_set_match_limit(context, 0xFFFFFFFFu);
+    }
+    ~MatchContext() {
+        pcre2_jit_stack_free(stack);
+        pcre2_match_context_free(context);
+    }
+    MatchContext(const MatchContext&) = delete;
+    MatchContext& operator=(const MatchContext&) = delete;
+};
+
+pcre2_match_context* thread_match_context() {
+    thread_local MatchContext context;
+    return context.context;
+}
+
 }  // namespace
 
 uint32_t collapsed_unit(char32_t code_point) noexcept {
@@ -137,17 +165,18 @@ void PretokenizerRegex::split(std::span<const uint32_t> units, std::span<const s
                               std::vector<size_t>& out) const {
     pcre2_match_data* match = pcre2_match_data_create_from_pattern(compiled_->code, nullptr);
     if (match == nullptr) fail(kComponent, "out of memory matching a pre-tokenizer pattern");
+    pcre2_match_context* context = thread_match_context();
     size_t chunk_start = 0;
     for (const size_t length : chunks) {
         const auto* subject = reinterpret_cast<PCRE2_SPTR>(units.data() + chunk_start);
         size_t taken = 0;  // the end of the last match, relative to the chunk
         for (size_t from = 0; from < length;) {
-            const int rc = pcre2_match(compiled_->code, subject, length, from, 0, match, nullptr);
+            const int rc = pcre2_match(compiled_->code, subject, length, from, 0, match, context);
             if (rc == PCRE2_ERROR_NOMATCH) break;
             if (rc < 0) {
                 pcre2_match_data_free(match);
-                fail(kComponent, "matching pre-tokenizer pattern '{}' failed (PCRE2 error {})",
-                     printable(pattern_), rc);
+                fail(kComponent, "matching pre-tokenizer pattern '{}' on a piece of {} characters failed (PCRE2 "
+                     "error {})", printable(pattern_), length, rc);
             }
             const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(match);
             const size_t begin = ovector[0], end = ovector[1];
