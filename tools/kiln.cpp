@@ -220,6 +220,8 @@ int generate_causal(const Options& o, std::shared_ptr<const kiln::GgufFile> file
         params.length_penalty = o.length_penalty;
         params.max_tokens = o.n_predict;
         params.eos = tokenizer->eos();
+        for (int32_t id = 0; id < static_cast<int32_t>(tokenizer->vocab_size()); ++id)
+            if (id != params.eos && tokenizer->is_eog(id)) params.other_ends.push_back(id);
         std::vector<int32_t> slots;
         const auto found = kiln::beam_search(logits, lm->info().n_vocab, params, [&](auto parents, auto next) {
             session->reorder(parents);
