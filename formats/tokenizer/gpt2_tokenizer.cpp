@@ -51,6 +51,16 @@ std::string decode_token_text(std::string_view text) {
     return out;
 }
 
+// The UTF-8 of each byte's character in the byte-level alphabet.
+const std::string& byte_spelling(uint8_t byte) {
+    static const std::array<std::string, 256> spellings = [] {
+        std::array<std::string, 256> out;
+        for (int b = 0; b < 256; ++b) utf8_append(out[b], Gpt2Tokenizer::byte_char(static_cast<uint8_t>(b)));
+        return out;
+    }();
+    return spellings[byte];
+}
+
 uint64_t merge_key(int32_t left, int32_t right) noexcept {
     return static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32 | static_cast<uint32_t>(right);
 }
@@ -233,7 +243,7 @@ std::vector<int32_t> Gpt2Tokenizer::encode(std::string_view text, const EncodeOp
         for (const std::string& word : pretokenizer_.split(fragment.text)) {
             if (pretokenizer_.ignore_merges()) {
                 spelled.clear();
-                for (const char c : word) utf8_append(spelled, byte_char(static_cast<uint8_t>(c)));
+                for (const char c : word) spelled += byte_spelling(static_cast<uint8_t>(c));
                 if (const auto found = whole_ids_.find(spelled); found != whole_ids_.end()) {
                     out.push_back(found->second);
                     continue;
