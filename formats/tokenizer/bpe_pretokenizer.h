@@ -17,6 +17,11 @@
 // (C0 80 reads as U+0000), and a code point above U+10FFFF becomes U+FFFD
 // (llama.cpp throws on it). The pieces come back as UTF-8 of what was read,
 // so BPE never sees an invalid byte.
+//
+// Character classes come from kiln's Unicode 14.0 tables (unicode_class.h,
+// unicode_category.h); llama.cpp generates its own from a later UnicodeData,
+// so a character assigned since 14.0 may be classed differently ("other"
+// here).
 #include <cstddef>
 #include <cstdint>
 #include <optional>
