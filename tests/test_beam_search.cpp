@@ -100,6 +100,35 @@ TEST_CASE("a beam wide enough to keep everything finds every sequence, scored ex
     }
 }
 
+TEST_CASE("other end tokens (end of turn) finish a hypothesis as EOS does", "[beam]") {
+    const int64_t vocab = 4, steps = 3;
+    MarkovDecoder d(vocab, steps + 1, 7);
+    BeamParams p;
+    p.beams = 100;
+    p.max_tokens = steps;
+    p.eos = 3;
+    p.other_ends = {1};
+    const auto found = beam_search(d.logits_of({}), vocab, p,
+                                   [&](auto parents, auto tokens) { return d.advance(parents, tokens); });
+    const auto ends = [](int32_t t) { return t == 3 || t == 1; };
+    size_t expected = 0;
+    std::function<void(std::vector<int32_t>)> grow = [&](std::vector<int32_t> seq) {
+        for (int32_t t = 0; t < vocab; ++t) {
+            std::vector<int32_t> next = seq;
+            next.push_back(t);
+            if (ends(t) || static_cast<int64_t>(next.size()) == steps) ++expected;
+            else grow(next);
+        }
+    };
+    grow({});
+    REQUIRE(found.size() == expected);
+    for (const Hypothesis& h : found) {
+        // Only the last token may end a hypothesis, and one that ends early ended by an end token.
+        for (size_t i = 0; i + 1 < h.tokens.size(); ++i) CHECK_FALSE(ends(h.tokens[i]));
+        CHECK(h.ended_by_eos == ends(h.tokens.back()));
+    }
+}
+
 TEST_CASE("one beam is greedy decoding", "[beam]") {
     const auto file = std::make_shared<GgufFile>(GgufFile::open(test::fixtures_dir() / "gpt2" / "tiny_nobias.gguf"));
     const auto model = load_causal_lm(file);

@@ -133,7 +133,7 @@ int run(const Options& o) {
     // llama-perplexity's method tokenizes with BOS (when the vocabulary adds
     // one) and later puts BOS at the start of every window.
     const bool with_bos = !o.score_all && tokenizer->add_bos() && tokenizer->bos() >= 0;
-    std::vector<int32_t> tokens = tokenizer->encode(text.str(), with_bos);
+    std::vector<int32_t> tokens = tokenizer->encode(text.str(), kiln::EncodeOptions{.add_bos = with_bos, .parse_special = false});
     int64_t windows = static_cast<int64_t>(tokens.size()) / o.ctx;
     if (o.score_all && windows == 0)
         kiln::fail("kiln-perplexity", "{} has {} tokens, fewer than one window of {} (lower -c)", o.text,

@@ -1,6 +1,6 @@
 // kiln-tokenize: shows the token ids a model's tokenizer gives a text.
 //
-//   kiln-tokenize -m MODEL (-p TEXT | -f FILE) [--no-bos] [--show-pieces]
+//   kiln-tokenize -m MODEL (-p TEXT | -f FILE) [--no-bos] [--no-special] [--show-pieces]
 //
 // Prints the ids on one line, separated by spaces; with --show-pieces, one
 // "id<TAB>piece" line per token instead, the piece as the vocabulary spells it
@@ -26,12 +26,13 @@ namespace {
 
 constexpr std::string_view kTool = "kiln-tokenize";
 
-constexpr std::string_view kHelp = R"(usage: kiln-tokenize -m MODEL (-p TEXT | -f FILE) [--no-bos] [--show-pieces]
+constexpr std::string_view kHelp = R"(usage: kiln-tokenize -m MODEL (-p TEXT | -f FILE) [--no-bos] [--no-special] [--show-pieces]
 
 Tokenizes a text with the vocabulary of a GGUF model and prints the token
 ids. tokenizer.ggml.model picks the tokenizer: "llama" (SentencePiece-style
-BPE), "gpt2" (GPT-2's byte-level BPE) or "char" (one token per character).
-The text is taken literally: "<s>" or "<|endoftext|>" in it is text.
+BPE), "gpt2" (byte-level BPE, split as tokenizer.ggml.pre says) or "char"
+(one token per character). Special tokens written in the text ("<s>",
+"<|im_end|>") become their ids unless --no-special is given.
 
   -m, --model FILE    GGUF model or vocabulary-only GGUF file
   -p, --prompt TEXT   the text to tokenize
@@ -40,7 +41,9 @@ The text is taken literally: "<s>" or "<|endoftext|>" in it is text.
   --no-bos            do not put the BOS token in front (by default it goes
                       in front when the vocabulary says so:
                       tokenizer.ggml.add_bos_token, true for "llama",
-                      false for "gpt2" and "char" unless set)
+                      false for "gpt2" and "char" unless set; the EOS
+                      at the end likewise, by tokenizer.ggml.add_eos_token)
+  --no-special        take special tokens written in the text as plain text
   --show-pieces       print one "id<TAB>piece" line per token instead of the
                       ids on one line; pieces are shown as the vocabulary
                       spells them ("▁" for a space and <0xNN> for byte
@@ -48,8 +51,8 @@ The text is taken literally: "<s>" or "<|endoftext|>" in it is text.
   -h, --help          show this help
 
 Text that is not valid UTF-8: "llama" spells the bad bytes as byte tokens
-(byte fallback), "gpt2" encodes them like any other bytes, "char" reports an
-error.
+(byte fallback), "gpt2" reads each as U+FFFD (as llama.cpp does), "char"
+reports an error.
 Exit status: 0 on success, 1 on errors (e.g. a missing or unsuitable model),
 2 on usage errors.
 )";
@@ -59,6 +62,7 @@ struct Options {
     std::optional<std::string> prompt;
     std::optional<std::string> file;
     bool bos = true;
+    bool parse_special = true;
     bool show_pieces = false;
     bool help = false;
 };
@@ -73,6 +77,7 @@ Options parse(int argc, char** argv) {
         else if (flag == "-p" || flag == "--prompt") options.prompt = std::string(args.value(flag));
         else if (flag == "-f" || flag == "--file") options.file = std::string(args.value(flag));
         else if (flag == "--no-bos") options.bos = false;
+        else if (flag == "--no-special") options.parse_special = false;
         else if (flag == "--show-pieces") options.show_pieces = true;
         else kiln::cli::usage_error("unknown argument '{}'", kiln::printable(flag));
     }
@@ -101,7 +106,10 @@ int run(int argc, char** argv) {
     const kiln::GgufFile file = kiln::GgufFile::open(options.model);
     const std::unique_ptr<kiln::Tokenizer> tokenizer = kiln::load_tokenizer(file);
     const std::string text = options.file ? read_text_file(*options.file) : *options.prompt;
-    const std::vector<int32_t> ids = tokenizer->encode(text, options.bos && tokenizer->add_bos());
+    const std::vector<int32_t> ids = tokenizer->encode(
+        text, kiln::EncodeOptions{.add_bos = options.bos && tokenizer->add_bos(),
+                                  .add_eos = options.bos && tokenizer->add_eos(),
+                                  .parse_special = options.parse_special});
 
     // Everything is formatted first and written at once, so a failure never
     // leaves half an answer on stdout.

@@ -312,7 +312,7 @@ std::unique_ptr<Trainer> make_llama_trainer(const Options& o, ThreadPool& pool) 
     } else {
         if (!resumed) tokenizer = gguf_tokenizer(*vocab_file);
         const std::unique_ptr<Tokenizer> encoder = load_tokenizer(*vocab_file);
-        split_tokens(encoder->encode(text, false), options.model.n_ctx_train, 0.9, "tokens", data.train, data.validation);
+        split_tokens(encoder->encode(text, kiln::EncodeOptions{.parse_special = false}), options.model.n_ctx_train, 0.9, "tokens", data.train, data.validation);
     }
     options.model.n_vocab = tokenizer.n_vocab;
     data.description = fmt::format("{} tokens ({} train, {} validation), vocabulary {}",

@@ -49,6 +49,7 @@ unless --temp or --beams is given. Timings go to stderr.
       --beams K             beam search with K beams instead of sampling (K = 1 is greedy)
       --length-penalty A    beam scores are log-probability / length^A (default 1.0)
       --n-best              with --beams: print every finished hypothesis with its scores
+      --no-special          take special tokens written in the prompt ("<|im_end|>") as plain text
   -ctk, --cache-type-k TYPE KV cache type of llama and gpt2 models, f32 or f16 (default f32);
   -ctv, --cache-type-v TYPE keys and values share one type, so -ctk and -ctv must agree
   -h, --help                show this help
@@ -68,6 +69,7 @@ struct Options {
     bool n_best = false;
     kiln::DType cache_type = kiln::DType::F32;
     bool check_tensors = false;
+    bool parse_special = true;
 };
 
 std::string read_text_file(const std::string& path) {
@@ -130,6 +132,8 @@ Options parse(int argc, char** argv) {
             length_penalty_given = true;
         } else if (flag == "--n-best") {
             o.n_best = true;
+        } else if (flag == "--no-special") {
+            o.parse_special = false;
         } else if (cache_type.parse(flag, args)) {
         } else {
             usage_error("unknown argument '{}'", flag);
@@ -179,7 +183,7 @@ int generate_causal(const Options& o, std::shared_ptr<const kiln::GgufFile> file
     const int threads = thread_count(o);
     kiln::ThreadPool pool(threads);
 
-    std::vector<int32_t> tokens = tokenizer->encode(o.prompt, tokenizer->add_bos());
+    std::vector<int32_t> tokens = tokenizer->encode(o.prompt, tokenizer->prompt_options(o.parse_special));
     if (tokens.empty()) {
         if (tokenizer->bos() < 0)
             kiln::fail("kiln", "the prompt is empty and the vocabulary has no BOS token to start from (give -p)");
@@ -216,6 +220,8 @@ int generate_causal(const Options& o, std::shared_ptr<const kiln::GgufFile> file
         params.length_penalty = o.length_penalty;
         params.max_tokens = o.n_predict;
         params.eos = tokenizer->eos();
+        for (int32_t id = 0; id < static_cast<int32_t>(tokenizer->vocab_size()); ++id)
+            if (id != params.eos && tokenizer->is_eog(id)) params.other_ends.push_back(id);
         std::vector<int32_t> slots;
         const auto found = kiln::beam_search(logits, lm->info().n_vocab, params, [&](auto parents, auto next) {
             session->reorder(parents);
@@ -234,7 +240,7 @@ int generate_causal(const Options& o, std::shared_ptr<const kiln::GgufFile> file
         bool window_note = false;
         while (generated < o.n_predict) {
             const int32_t next = sampler.sample(logits, tokens);
-            if (next == tokenizer->eos()) break;
+            if (tokenizer->is_eog(next)) break;
             tokens.push_back(next);
             ++generated;
             std::string piece = tokenizer->piece(next);
@@ -275,7 +281,7 @@ int generate_seq2seq(const Options& o, std::shared_ptr<const kiln::GgufFile> fil
     const kiln::TransformerConfig& c = model.config();
     const auto tokenizer = kiln::load_tokenizer(*file);
     if (o.prompt.empty()) kiln::fail("kiln", "the prompt is empty: an encoder-decoder model needs a source text (-p)");
-    std::vector<int32_t> source = tokenizer->encode(o.prompt, false);
+    std::vector<int32_t> source = tokenizer->encode(o.prompt, kiln::EncodeOptions{.parse_special = o.parse_special});
     source.push_back(c.eos);
     const int64_t n_ctx = o.ctx > 0 ? std::min(o.ctx, c.n_ctx) : c.n_ctx;
     if (static_cast<int64_t>(source.size()) > n_ctx)

@@ -78,7 +78,8 @@ std::vector<Hypothesis> beam_search(std::span<const float> first_logits, int64_t
             const Live& parent = live[static_cast<size_t>(c.hyp)];
             std::vector<int32_t> seq = parent.tokens;
             seq.push_back(c.token);
-            if (c.token == params.eos) {
+            if (c.token == params.eos ||
+                std::binary_search(params.other_ends.begin(), params.other_ends.end(), c.token)) {
                 if (r < k) finished.push_back({seq, c.score, normalized(c.score, seq.size()), true});
                 continue;
             }

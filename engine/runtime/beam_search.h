@@ -28,6 +28,9 @@ struct BeamParams {
     double length_penalty = 1.0;  // A
     int64_t max_tokens = 128;     // steps at most
     int32_t eos = -1;             // -1: no hypothesis finishes before max_tokens
+    // Other ids that finish a hypothesis as EOS does (end-of-turn tokens such
+    // as <|im_end|>: Tokenizer::is_eog), ascending.
+    std::vector<int32_t> other_ends;
 };
 
 struct Hypothesis {

@@ -65,9 +65,9 @@ CharTokenizer::CharTokenizer(const GgufFile& file) {
              file.name());
 }
 
-std::vector<int32_t> CharTokenizer::encode(std::string_view text, bool add_bos) const {
+std::vector<int32_t> CharTokenizer::encode(std::string_view text, const EncodeOptions& options) const {
     std::vector<int32_t> out;
-    if (add_bos && bos_ >= 0) out.push_back(bos_);
+    if (options.add_bos && bos_ >= 0) out.push_back(bos_);
     out.reserve(out.size() + text.size());
     for (size_t at = 0; at < text.size();) {
         const std::string_view rest = text.substr(at);
@@ -88,6 +88,7 @@ std::vector<int32_t> CharTokenizer::encode(std::string_view text, bool add_bos) 
         out.push_back(id);
         at += length;
     }
+    if (options.add_eos && eos_ >= 0) out.push_back(eos_);
     return out;
 }
 

@@ -12,7 +12,8 @@
 // and tokenizer.ggml.add_bos_token (default false).
 //
 // Encoding maps each character of the text to its token, literally (a text
-// that spells "<s>" is three characters). A character outside the vocabulary
+// that spells "<s>" is three characters: EncodeOptions::parse_special has no
+// effect, the vocabulary's control tokens are markers kiln's trainer adds). A character outside the vocabulary
 // gives the unknown token, or, when there is none, throws
 // kiln::Error("tokenizer", ...) naming the character (U+XXXX) and its byte
 // offset. Text that is not valid UTF-8 throws kiln::Error with the offset.
@@ -38,7 +39,8 @@ public:
     // unknown, or an out-of-range id.
     explicit CharTokenizer(const GgufFile& file);
 
-    std::vector<int32_t> encode(std::string_view text, bool add_bos) const override;
+    using Tokenizer::encode;
+    std::vector<int32_t> encode(std::string_view text, const EncodeOptions& options) const override;
     std::string decode(std::span<const int32_t> ids, bool from_start = true) const override;
     std::string piece(int32_t id) const override;
     int32_t bos() const noexcept override { return bos_; }

@@ -7,7 +7,6 @@
 #include "engine/core/error.h"
 #include "engine/core/printable.h"
 #include "formats/gguf/gguf_file.h"
-#include "formats/tokenizer/gpt2_pretokenizer.h"
 #include "formats/tokenizer/utf8.h"
 #include "formats/tokenizer/vocab_metadata.h"
 
@@ -52,6 +51,16 @@ std::string decode_token_text(std::string_view text) {
     return out;
 }
 
+// The UTF-8 of each byte's character in the byte-level alphabet.
+const std::string& byte_spelling(uint8_t byte) {
+    static const std::array<std::string, 256> spellings = [] {
+        std::array<std::string, 256> out;
+        for (int b = 0; b < 256; ++b) utf8_append(out[b], Gpt2Tokenizer::byte_char(static_cast<uint8_t>(b)));
+        return out;
+    }();
+    return spellings[byte];
+}
+
 uint64_t merge_key(int32_t left, int32_t right) noexcept {
     return static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32 | static_cast<uint32_t>(right);
 }
@@ -73,11 +82,24 @@ char32_t Gpt2Tokenizer::byte_char(uint8_t byte) noexcept {
     return 0x100 + n;
 }
 
-Gpt2Tokenizer::Gpt2Tokenizer(const GgufFile& file) {
+namespace {
+
+std::string check_gpt2_model(const GgufFile& file) {
     const std::string model = vocab::model_name(file);
     if (model != "gpt2")
         fail(kComponent, "{}: tokenizer.ggml.model is '{}', but this tokenizer reads 'gpt2' (byte-level BPE) "
              "vocabularies", file.name(), printable(model));
+    const GgufValue* pre = file.find("tokenizer.ggml.pre");
+    if (pre == nullptr) return {};  // llama.cpp takes "default" (and warns)
+    if (pre->as_string() == nullptr)
+        fail(kComponent, "{}: metadata key 'tokenizer.ggml.pre' has type {} (expected str)", file.name(),
+             gguf_type_name(pre->type()));
+    return *pre->as_string();
+}
+
+}  // namespace
+
+Gpt2Tokenizer::Gpt2Tokenizer(const GgufFile& file) : pretokenizer_(check_gpt2_model(file), file.name()) {
     tokens_ = vocab::require_tokens(file);
     const size_t n = tokens_.size();
     types_ = vocab::optional_token_types(file, n);
@@ -140,10 +162,30 @@ Gpt2Tokenizer::Gpt2Tokenizer(const GgufFile& file) {
         }
     }
 
+    // llama.cpp's defaults for byte-level BPE: bos and eos 11 (Falcon's "<|endoftext|>").
+    const int32_t fallback = n > 11 ? 11 : -1;
     bos_ = vocab::optional_token_id(file, "tokenizer.ggml.bos_token_id", n);
+    if (bos_ < 0 && file.find("tokenizer.ggml.bos_token_id") == nullptr && !pretokenizer_.bos_default_none())
+        bos_ = fallback;
     eos_ = vocab::optional_token_id(file, "tokenizer.ggml.eos_token_id", n);
+    if (eos_ < 0) eos_ = fallback;
     pad_ = vocab::optional_token_id(file, "tokenizer.ggml.padding_token_id", n);
-    add_bos_ = vocab::optional_bool(file, "tokenizer.ggml.add_bos_token", false);
+    add_bos_ = vocab::optional_bool(file, "tokenizer.ggml.add_bos_token", pretokenizer_.add_bos_default());
+    add_eos_ = vocab::optional_bool(file, "tokenizer.ggml.add_eos_token", false);
+    if (add_eos_ && eos_ < 0)
+        fail(kComponent, "{}: tokenizer.ggml.add_eos_token is true but there is no tokenizer.ggml.eos_token_id",
+             file.name());
+
+    special_ = read_special_tokens(file, tokens_, types_, eos_);
+    // Tokens llama.cpp turns into control tokens (end-of-turn markers) are
+    // not text when decoded either.
+    for (size_t i = 0; i < n; ++i)
+        if (special_.types[i] == TokenType::control) pieces_[i].clear();
+    types_ = special_.types;
+    if (pretokenizer_.ignore_merges()) {
+        whole_ids_.reserve(n);
+        for (size_t i = 0; i < n; ++i) whole_ids_[tokens_[i]] = static_cast<int32_t>(i);
+    }
     if (add_bos_ && bos_ < 0)
         fail(kComponent, "{}: tokenizer.ggml.add_bos_token is true but there is no tokenizer.ggml.bos_token_id",
              file.name());
@@ -183,20 +225,34 @@ struct Gpt2Tokenizer::Workspace {
     std::vector<Gpt2Candidate> pending;  // pairs made by the merge being applied
 };
 
-std::vector<int32_t> Gpt2Tokenizer::encode(std::string_view text, bool add_bos) const {
+std::vector<int32_t> Gpt2Tokenizer::encode(std::string_view text, const EncodeOptions& options) const {
     std::vector<int32_t> out;
-    if (add_bos && bos_ >= 0) out.push_back(bos_);
+    if (options.add_bos && bos_ >= 0) out.push_back(bos_);
     // Symbols are linked by int32 indices within a pre-token.
     if (text.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max()))
         fail(kComponent, "a text of {} bytes is too long to encode at once (the limit is 2 GiB); split it",
              text.size());
     out.reserve(out.size() + text.size() / 3);
     Workspace work;
-    for (size_t at = 0; at < text.size();) {
-        const size_t end = gpt2_pretoken_end(text, at);
-        encode_pretoken(text.substr(at, end - at), work, out);
-        at = end;
+    std::string spelled;  // a pre-token in the byte-level alphabet, for ignore_merges
+    for (const TextFragment& fragment : partition_special(text, special_, tokens_, options.parse_special)) {
+        if (fragment.token >= 0) {
+            out.push_back(fragment.token);
+            continue;
+        }
+        for (const std::string& word : pretokenizer_.split(fragment.text)) {
+            if (pretokenizer_.ignore_merges()) {
+                spelled.clear();
+                for (const char c : word) spelled += byte_spelling(static_cast<uint8_t>(c));
+                if (const auto found = whole_ids_.find(spelled); found != whole_ids_.end()) {
+                    out.push_back(found->second);
+                    continue;
+                }
+            }
+            encode_pretoken(word, work, out);
+        }
     }
+    if (options.add_eos && eos_ >= 0) out.push_back(eos_);
     return out;
 }
 

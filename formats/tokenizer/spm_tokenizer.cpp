@@ -106,11 +106,19 @@ SpmTokenizer::SpmTokenizer(const GgufFile& file) {
         }
     }
 
-    bos_ = require_token_id(file, "tokenizer.ggml.bos_token_id", n);
-    eos_ = require_token_id(file, "tokenizer.ggml.eos_token_id", n);
-    unk_ = require_token_id(file, "tokenizer.ggml.unknown_token_id", n);
+    // llama.cpp's defaults for SentencePiece vocabularies: <unk> 0, <s> 1, </s> 2.
+    const auto id_or_default = [&](std::string_view key, int32_t fallback) {
+        if (file.find(key) != nullptr) return require_token_id(file, key, n);
+        return static_cast<size_t>(fallback) < n ? fallback : -1;
+    };
+    bos_ = id_or_default("tokenizer.ggml.bos_token_id", 1);
+    eos_ = id_or_default("tokenizer.ggml.eos_token_id", 2);
+    unk_ = id_or_default("tokenizer.ggml.unknown_token_id", 0);
     add_bos_ = optional_bool(file, "tokenizer.ggml.add_bos_token", true);
+    add_eos_ = optional_bool(file, "tokenizer.ggml.add_eos_token", false);
     add_space_prefix_ = optional_bool(file, "tokenizer.ggml.add_space_prefix", true);
+    special_ = read_special_tokens(file, tokens_, types_, eos_);
+    types_ = special_.types;  // the piece table above keeps the file's types, as merges use them
 
     // Words can be merged one by one when no piece has a "▁" after another
     // character: then no piece, hence no merge, spans the start of a word.
@@ -156,7 +164,7 @@ void SpmTokenizer::append_symbol(std::string_view symbol, std::vector<int32_t>& 
     // (sentencepiece's byte_fallback off) says "unknown" once per symbol.
     for (const char c : symbol) {
         if (byte_tokens_[static_cast<uint8_t>(c)] < 0) {
-            out.push_back(unk_);
+            if (unk_ >= 0) out.push_back(unk_);  // a vocabulary too small for llama.cpp's default <unk> drops it
             return;
         }
     }
@@ -188,14 +196,30 @@ struct SpmTokenizer::Workspace {
     std::vector<SpmCandidate> queue;  // a binary heap (std::push_heap / pop_heap)
 };
 
-std::vector<int32_t> SpmTokenizer::encode(std::string_view text, bool add_bos) const {
+std::vector<int32_t> SpmTokenizer::encode(std::string_view text, const EncodeOptions& options) const {
     std::vector<int32_t> out;
-    if (add_bos) out.push_back(bos_);
-    if (text.empty()) return out;
+    if (options.add_bos && bos_ >= 0) out.push_back(bos_);
+    Workspace work;
+    bool after_special = true;  // the start of the text counts as "after a special token"
+    for (const TextFragment& fragment : partition_special(text, special_, tokens_, options.parse_special)) {
+        if (fragment.token >= 0) {
+            out.push_back(fragment.token);
+            after_special = true;
+            continue;
+        }
+        encode_text(fragment.text, add_space_prefix_ && after_special, work, out);
+        after_special = false;
+    }
+    if (options.add_eos && eos_ >= 0) out.push_back(eos_);
+    return out;
+}
 
+void SpmTokenizer::encode_text(std::string_view text, bool space_prefix, Workspace& work,
+                               std::vector<int32_t>& out) const {
+    if (text.empty()) return;
     std::string normalized;
     normalized.reserve(text.size() + text.size() / 4 + kSpaceMark.size());
-    if (add_space_prefix_) normalized.append(kSpaceMark);
+    if (space_prefix) normalized.append(kSpaceMark);
     for (const char c : text) {
         if (c == ' ') normalized.append(kSpaceMark);
         else normalized.push_back(c);
@@ -206,11 +230,11 @@ std::vector<int32_t> SpmTokenizer::encode(std::string_view text, bool add_bos) c
              text.size());
     out.reserve(out.size() + normalized.size() / 3);
 
-    Workspace work;
     const std::string_view all = normalized;
-    if (!split_words_) {
+    // Invalid UTF-8 may make a symbol straddle the start of a word (see encode_span).
+    if (!split_words_ || !utf8_valid(all)) {
         encode_span(all, work, out);
-        return out;
+        return;
     }
     // A word starts at a "▁" that follows another character. Every match of
     // "▁" is a character boundary: its first byte, E2, can only begin one.
@@ -223,7 +247,6 @@ std::vector<int32_t> SpmTokenizer::encode(std::string_view text, bool add_bos) c
         begin = mark;
     }
     encode_span(all.substr(begin), work, out);
-    return out;
 }
 
 void SpmTokenizer::encode_span(std::string_view text, Workspace& work, std::vector<int32_t>& out) const {
@@ -233,8 +256,11 @@ void SpmTokenizer::encode_span(std::string_view text, Workspace& work, std::vect
     queue.clear();
 
     for (size_t at = 0; at < text.size();) {
-        const Utf8Scan scan = utf8_scan(text.substr(at));
-        const size_t length = scan.status == Utf8Status::complete ? scan.length : 1;  // a bad byte stands alone
+        // A symbol is as long as its first byte says (llama.cpp's rule, which
+        // kiln's ids follow): valid UTF-8 gives its characters, and a broken
+        // sequence takes the bytes after its lead whatever they are.
+        const auto lead = static_cast<uint8_t>(text[at]);
+        const size_t length = std::min<size_t>(lead < 0xC0 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4, text.size() - at);
         const auto index = static_cast<int32_t>(symbols.size());
         symbols.push_back({static_cast<uint32_t>(at), static_cast<uint32_t>(length), index - 1, index + 1});
         at += length;

@@ -4,10 +4,11 @@
 //   "llama"  SpmTokenizer   SentencePiece-style BPE (spm_tokenizer.h)
 //   "gpt2"   Gpt2Tokenizer  GPT-2's byte-level BPE (gpt2_tokenizer.h)
 //   "char"   CharTokenizer  one token per character, kiln's extension (char_tokenizer.h)
-// Every implementation treats text literally: "<s>" or "<|endoftext|>" in a
-// text is text, never the special token; callers add BOS/EOS ids themselves.
-// Pieces are byte strings that may cut a UTF-8 character (stream them through
-// Utf8Stream, utf8.h).
+// Special tokens written in a text ("<|im_end|>", "<s>") become their ids
+// when EncodeOptions::parse_special is set (the default), as llama.cpp's
+// parse_special does (special_tokens.h); user-defined tokens are cut out of
+// the text either way. Pieces are byte strings that may cut a UTF-8
+// character (stream them through Utf8Stream, utf8.h).
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -30,13 +31,28 @@ enum class TokenType : int32_t {
     byte = 6,
 };
 
+struct EncodeOptions {
+    bool add_bos = false;       // the BOS id in front (when the vocabulary has one)
+    bool add_eos = false;       // the EOS id at the end (when the vocabulary has one)
+    bool parse_special = true;  // control tokens written in the text become their ids
+};
+
 class Tokenizer {
 public:
     virtual ~Tokenizer() = default;
 
+    // Token ids of `text` (see EncodeOptions).
+    virtual std::vector<int32_t> encode(std::string_view text, const EncodeOptions& options) const = 0;
     // Token ids of `text`, with the BOS id in front when `add_bos` is set (and
-    // the vocabulary has one).
-    virtual std::vector<int32_t> encode(std::string_view text, bool add_bos) const = 0;
+    // the vocabulary has one); special tokens in the text are parsed.
+    std::vector<int32_t> encode(std::string_view text, bool add_bos) const {
+        return encode(text, EncodeOptions{.add_bos = add_bos});
+    }
+    // The options a prompt is encoded with: BOS and EOS as the vocabulary
+    // asks (add_bos_token, add_eos_token).
+    EncodeOptions prompt_options(bool parse_special = true) const {
+        return EncodeOptions{.add_bos = add_bos(), .add_eos = add_eos(), .parse_special = parse_special};
+    }
     // The text of `ids`; `from_start` says they begin a text (SPM then drops the
     // space its encoder put in front). Throws kiln::Error for an id outside the
     // vocabulary.
@@ -48,6 +64,11 @@ public:
     virtual int32_t pad() const noexcept { return -1; }
     // tokenizer.ggml.add_bos_token: whether callers should pass add_bos = true.
     virtual bool add_bos() const noexcept = 0;
+    // tokenizer.ggml.add_eos_token: whether prompts end with EOS.
+    virtual bool add_eos() const noexcept { return false; }
+    // Whether generation should stop at `id`: eos, eot, eom and the
+    // end-of-turn tokens llama.cpp knows (special_tokens.h).
+    virtual bool is_eog(int32_t id) const noexcept { return id >= 0 && id == eos(); }
     // SPM's leading "▁" (tokenizer.ggml.add_space_prefix).
     virtual bool add_space_prefix() const noexcept { return false; }
     virtual size_t vocab_size() const noexcept = 0;
