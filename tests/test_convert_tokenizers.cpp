@@ -279,7 +279,7 @@ TEST_CASE("corrupting any byte of tokenizer.model never crashes", "[convert][tok
     CHECK(parsed > 0);
 }
 
-TEST_CASE("--tokenizer takes every kind of vocabulary file for every kind of checkpoint", "[convert][tokenizer]") {
+TEST_CASE("kiln-convert --tokenizer takes every kind of vocabulary file for every kind of checkpoint", "[convert][tokenizer]") {
     test::TempDir dir;
     const auto models = test::shared_models_dir();
     const auto bin = models / "stories260K.bin";
