@@ -16,6 +16,7 @@
 #include "engine/models/architectures.h"
 #include "engine/runtime/thread_pool.h"
 #include "formats/gguf/gguf_file.h"
+#include "formats/gguf/gguf_writer.h"
 #include "formats/tokenizer/tokenizer.h"
 #include "support/paths.h"
 #include "support/run_tool.h"
@@ -111,4 +112,49 @@ TEST_CASE("family models: greedy continuations equal llama-simple's", "[llama_fa
         }
         CHECK(hex(text) == want);
     }
+}
+
+TEST_CASE("kiln stops at any end-of-generation token, and --no-special keeps special tokens as text", "[cli][llamacpp_family]") {
+    // llama3's greedy continuation, its first two tokens found in-process.
+    const auto source = kDir() / "llama3.gguf";
+    const auto file = std::make_shared<const GgufFile>(GgufFile::open(source));
+    const auto tokenizer = load_tokenizer(*file);
+    const auto model = load_causal_lm(file);
+    ThreadPool pool(1);
+    auto session = model->new_session(64, 1, Executor::Mode::Fast);
+    std::vector<int32_t> next = tokenizer->encode("Once upon a time", true);
+    std::vector<int32_t> greedy;
+    for (int i = 0; i < 2; ++i) {
+        const std::span<const float> logits = session->eval(next, pool);
+        greedy.push_back(static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin()));
+        next = {greedy.back()};
+    }
+    REQUIRE(greedy[1] != tokenizer->eos());
+    // The same model whose vocabulary names the second token its end-of-turn token.
+    test::TempDir dir;
+    GgufWriter w;
+    for (const GgufEntry& e : file->metadata()) w.set(e.key, e.value);
+    w.set("tokenizer.ggml.eot_token_id", GgufValue(static_cast<uint32_t>(greedy[1])));
+    for (const GgufTensor& t : file->tensors()) w.add_tensor(t.name, t.type, t.dims, t.data);
+    const auto edited = dir.path() / "eot.gguf";
+    test::write_file(edited, w.to_bytes());
+    const std::string args = " -p 'Once upon a time' -n 8 --temp 0 -t 1";
+    const auto full = test::run_tool("kiln", "-m " + test::shell_quote(source.string()) + args);
+    const auto stopped = test::run_tool("kiln", "-m " + test::shell_quote(edited.string()) + args);
+    REQUIRE(full.status == 0);
+    REQUIRE(stopped.status == 0);
+    INFO(full.out << " | " << stopped.out);
+    // One token, then the end of turn: the prompt and the first token's text only.
+    const std::string first = "Once upon a time" + tokenizer->piece(greedy[0]);
+    CHECK(stopped.out.substr(0, stopped.out.find_last_not_of('\n') + 1) ==
+          std::string_view(first).substr(0, first.find_last_not_of('\n') + 1));
+    CHECK(full.out.size() > stopped.out.size());
+
+    // "</s>" in a prompt is the EOS token unless --no-special says it is text.
+    const auto parsed = test::run_tool("kiln-tokenize", "-m " + test::shell_quote(source.string()) + " -p 'a</s>b'");
+    const auto plain = test::run_tool("kiln-tokenize", "-m " + test::shell_quote(source.string()) + " -p 'a</s>b' --no-special");
+    REQUIRE(parsed.status == 0);
+    REQUIRE(plain.status == 0);
+    CHECK(parsed.out.find(" 2 ") != std::string::npos);
+    CHECK(parsed.out.size() < plain.out.size());
 }
