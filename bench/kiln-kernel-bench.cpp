@@ -321,7 +321,7 @@ int run(int argc, char** argv) {
         int64_t rows, k;
     };
     const Shape shapes[] = {{768, 2048}, {2048, 768}, {32000, 768}};
-    const DType matvec_types[] = {DType::F32,  DType::F16,  DType::Q8_0,   DType::Q4_0, DType::Q4_1,
+    const DType matvec_types[] = {DType::F32,  DType::F16,  DType::Q8_0,   DType::Q4_0, DType::Q4_1, DType::IQ4_XS,
                                   DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::Q4_K, DType::Q6_K};
     fmt::print("\n## Matvec (decode: 1 token), GB/s of weights\n\n");
     fmt::print("hot: one matrix, cache-resident; streaming: {:.0f} MiB of copies. BW now: memory read GB/s measured\n"
@@ -357,7 +357,7 @@ int run(int argc, char** argv) {
     }
 
     // Batched matmul: prompt processing.
-    const DType batch_types[] = {DType::F32,  DType::F16,  DType::Q8_0,   DType::Q4_0, DType::Q4_1,
+    const DType batch_types[] = {DType::F32,  DType::F16,  DType::Q8_0,   DType::Q4_0, DType::Q4_1, DType::IQ4_XS,
                                  DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::Q4_K, DType::Q6_K};
     const int64_t kTokens = 128;
     fmt::print("\n## Batched matmul ({} tokens, 768x2048 weights)\n\n", kTokens);

@@ -1,6 +1,7 @@
 // The "avx2" kernel set: 256-bit vectors with FMA, F16C conversions for F16
 // weights and shifts for BF16, and `vpmaddubsw` int8 dot products for Q8_0,
-// Q4_0, Q4_1, Q5_0, Q5_1 and IQ4_NL (the last two with a minimum, against Q8_1).
+// Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL (Q4_1 and Q5_1 with a minimum, against Q8_1)
+// and IQ4_XS (against Q8_K).
 // Compiled when the build targets AVX2 + FMA + F16C, offered when the CPU has them.
 //
 // The float kernels are the shared xsimd templates (matmul_float_simd.h) with
@@ -441,6 +442,82 @@ bool quant_matmul(int64_t k, const std::byte* w, size_t w_stride, int64_t r0, in
     return true;
 }
 
+// IQ4_XS: super-blocks of 256 in eight sub-blocks of 32, each with a 6-bit
+// scale (low 4 bits in scales_l, high 2 in scales_h) less 32, codes looked up
+// in IQ4_NL's table. Against Q8_K activations: per sub-block the signed-code
+// dot (vpsignb as in quant_tile, pairs at most 2 x 127 x 127) times its scale
+// in vpmaddwd; a super-block's int32 lanes reach at most 8 x 2 x 32258 x 32,
+// so they are exact, and d_w x d_x scales them once.
+template <int R, int T>
+void iq4_xs_tile(int64_t nb, const std::byte* w, size_t w_stride, const std::byte* x, size_t x_stride, float* out,
+                 int64_t out_stride) noexcept {
+    constexpr int64_t BB = sizeof(quant::BlockIQ4_XS), XB = sizeof(quant::BlockQ8_K);
+    const __m128i table16 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(quant::kIQ4NLValues));
+    const __m256i table = _mm256_set_m128i(table16, table16);
+    __m256 acc[R][T];
+    for (int r = 0; r < R; ++r)
+        for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; ++i) {
+        for (int r = 0; r < R; ++r) {
+            const std::byte* blk = w + r * static_cast<int64_t>(w_stride) + i * BB;
+            for (int64_t off = 0; off < BB; off += 64) __builtin_prefetch(blk + R * static_cast<int64_t>(w_stride) + off, 0, 3);
+            uint16_t scales_h;
+            std::memcpy(&scales_h, blk + 2, 2);
+            const auto* scales_l = reinterpret_cast<const uint8_t*>(blk + 4);
+            __m256i isum[T];
+            for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+            for (int sub = 0; sub < 8; ++sub) {
+                const int ls = ((scales_l[sub / 2] >> (4 * (sub % 2))) & 0xF) | (((scales_h >> (2 * sub)) & 3) << 4);
+                const __m256i scale = _mm256_set1_epi16(static_cast<int16_t>(ls - 32));
+                const __m256i codes = _mm256_shuffle_epi8(table, unpack_nibbles(blk + 8 + 16 * sub));
+                const __m256i magnitude = _mm256_sign_epi8(codes, codes);
+                for (int t = 0; t < T; ++t) {
+                    const __m256i xq = _mm256_loadu_si256(
+                        reinterpret_cast<const __m256i*>(x + t * static_cast<int64_t>(x_stride) + i * XB + 4 + 32 * sub));
+                    const __m256i pairs = _mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(xq, codes));
+                    isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(pairs, scale));
+                }
+            }
+            const float dw = half_at(blk);
+            for (int t = 0; t < T; ++t) {
+                float dx;
+                std::memcpy(&dx, x + t * static_cast<int64_t>(x_stride) + i * XB, sizeof(float));
+                acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(dw * dx), acc[r][t]);
+            }
+        }
+    }
+    for (int r = 0; r < R; ++r)
+        for (int t = 0; t < T; ++t) out[t * out_stride + r] = hsum(acc[r][t]);
+}
+
+using Iq4XsTileFn = void (*)(int64_t, const std::byte*, size_t, const std::byte*, size_t, float*, int64_t) noexcept;
+
+template <int R, size_t... T>
+constexpr std::array<Iq4XsTileFn, sizeof...(T)> iq4_xs_table(std::index_sequence<T...>) noexcept {
+    return {iq4_xs_tile<R, static_cast<int>(T) + 1>...};
+}
+
+// The tiling of quant_matmul: 4 rows for one token, 2 rows x 4 tokens for more.
+void iq4_xs_matmul(int64_t k, const std::byte* w, size_t w_stride, int64_t r0, int64_t r1, const std::byte* x,
+                   size_t x_stride, int64_t n_tokens, float* out, int64_t out_stride) noexcept {
+    static constexpr auto kDecode = iq4_xs_table<4>(std::make_index_sequence<1>{});
+    static constexpr auto kBatch = iq4_xs_table<2>(std::make_index_sequence<4>{});
+    static constexpr auto kOne = iq4_xs_table<1>(std::make_index_sequence<4>{});
+    const int64_t nb = k / 256;
+    const int rows_per_tile = n_tokens == 1 ? 4 : 2;
+    const int tokens_per_tile = n_tokens == 1 ? 1 : 4;
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += tokens_per_tile) {
+        const auto nt = static_cast<size_t>(std::min<int64_t>(tokens_per_tile, n_tokens - t0));
+        const std::byte* xt = x + t0 * static_cast<int64_t>(x_stride);
+        float* ot = out + t0 * out_stride;
+        const Iq4XsTileFn full = n_tokens == 1 ? kDecode[0] : kBatch[nt - 1];
+        int64_t r = r0;
+        for (; r + rows_per_tile <= r1; r += rows_per_tile)
+            full(nb, w + r * static_cast<int64_t>(w_stride), w_stride, xt, x_stride, ot + r, out_stride);
+        for (; r < r1; ++r) kOne[nt - 1](nb, w + r * static_cast<int64_t>(w_stride), w_stride, xt, x_stride, ot + r, out_stride);
+    }
+}
+
 void avx2_matmul(DType type, int64_t k, const void* w, size_t w_stride, int64_t r0, int64_t r1, const void* x,
                  size_t x_stride, int64_t n_tokens, float* out, int64_t out_stride, const RowClaims* claims) noexcept {
     assert_matmul_args(type, k, r0, r1, n_tokens, out_stride, out);
@@ -477,6 +554,12 @@ void avx2_matmul(DType type, int64_t k, const void* w, size_t w_stride, int64_t 
                     case DType::Q5_1: run.template operator()<DType::Q5_1>(); break;
                     default: run.template operator()<DType::IQ4_NL>(); break;
                 }
+            });
+            break;
+        case DType::IQ4_XS:
+            done = true;
+            for_each_claimed(r0, r1, claims, [&](int64_t a, int64_t b) {
+                iq4_xs_matmul(k, wb, w_stride, a, b, xb, x_stride, n_tokens, out, out_stride);
             });
             break;
         case DType::Q2_K:

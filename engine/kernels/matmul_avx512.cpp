@@ -253,6 +253,7 @@ void avx512_matmul(DType type, int64_t k, const void* w, size_t w_stride, int64_
         case DType::Q5_0:
         case DType::Q5_1:
         case DType::IQ4_NL:
+        case DType::IQ4_XS:
             // No 512-bit kernels for these yet: the AVX2 set's (every CPU of this set runs them).
             if (const MatmulKernels* avx2 = avx2_matmul_kernels()) {
                 avx2->matmul(type, k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride, claims);
