@@ -134,7 +134,7 @@ void convert(const ConvertOptions& o, std::FILE* log) {
     const Checkpoint in = read_input(o);
     if (o.to_safetensors) {
         if (o.mix) fail("convert", "--type does not apply to --to safetensors (float tensors keep their type)");
-        export_hf_llama(in, o.output, log);
+        export_hf_folder(in, o.output, log);
         return;
     }
     GgufWriter writer;

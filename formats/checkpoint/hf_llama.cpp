@@ -50,26 +50,8 @@ std::vector<float> llama3_factors(const HfConfig& c, const json& s, uint64_t hea
         original = scaling_number(c, s, "original_max_position_embeddings", {});
     else if (c.find("original_max_position_embeddings") != nullptr)
         original = static_cast<double>(c.count("original_max_position_embeddings"));
-    const auto old_context = static_cast<float>(original);
-    const float low_wavelen = old_context / low, high_wavelen = old_context / high;
-    if (low_wavelen == high_wavelen)
-        fail("hf", "{}: rope_scaling's low_freq_factor and high_freq_factor are equal", c.where());
-    const auto base = static_cast<float>(theta);
-    const auto dim = static_cast<float>(head_dim);
-    std::vector<float> out;
-    for (uint64_t i = 0; i < head_dim; i += 2) {
-        const float freq = 1.0f / std::pow(base, static_cast<float>(i) / dim);
-        const float wavelen = 2.0f * std::numbers::pi_v<float> / freq;
-        if (wavelen < high_wavelen) {
-            out.push_back(1.0f);
-        } else if (wavelen > low_wavelen) {
-            out.push_back(factor);
-        } else {
-            const float smooth = (old_context / wavelen - low) / (high - low);
-            out.push_back(1.0f / ((1.0f - smooth) / factor + smooth));
-        }
-    }
-    return out;
+    if (low == high) fail("hf", "{}: rope_scaling's low_freq_factor and high_freq_factor are equal", c.where());
+    return hf_llama3_rope_factors(factor, low, high, original, head_dim, theta);
 }
 
 class Mapper {
@@ -244,6 +226,29 @@ private:
 };
 
 }  // namespace
+
+std::vector<float> hf_llama3_rope_factors(double factor_d, double low_d, double high_d, double original,
+                                          uint64_t head_dim, double theta) {
+    const auto factor = static_cast<float>(factor_d), low = static_cast<float>(low_d), high = static_cast<float>(high_d);
+    const auto old_context = static_cast<float>(original);
+    const float low_wavelen = old_context / low, high_wavelen = old_context / high;
+    const auto base = static_cast<float>(theta);
+    const auto dim = static_cast<float>(head_dim);
+    std::vector<float> out;
+    for (uint64_t i = 0; i < head_dim; i += 2) {
+        const float freq = 1.0f / std::pow(base, static_cast<float>(i) / dim);
+        const float wavelen = 2.0f * std::numbers::pi_v<float> / freq;
+        if (wavelen < high_wavelen) {
+            out.push_back(1.0f);
+        } else if (wavelen > low_wavelen) {
+            out.push_back(factor);
+        } else {
+            const float smooth = (old_context / wavelen - low) / (high - low);
+            out.push_back(1.0f / ((1.0f - smooth) / factor + smooth));
+        }
+    }
+    return out;
+}
 
 arch::LlamaTensors<std::string> hf_llama_names(int64_t n_layers) {
     arch::LlamaTensors<std::string> t;

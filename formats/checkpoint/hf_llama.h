@@ -45,6 +45,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "formats/arch/llama_arch.h"
 #include "formats/checkpoint/checkpoint.h"
@@ -59,6 +60,11 @@ Checkpoint hf_llama_checkpoint(const std::filesystem::path& folder);
 // The llama-shaped architectures: their GGUF architecture and how they differ.
 enum class HfLlamaKind { Llama, Qwen2 };
 Checkpoint hf_llama_family_checkpoint(const HfConfig& config, HfLlamaKind kind);
+
+// Llama 3.1's rope_freqs table (rope_scaling type "llama3"), computed in
+// float32 as convert_hf_to_gguf's LlamaModel.generate_extra_tensors does.
+std::vector<float> hf_llama3_rope_factors(double factor, double low_freq_factor, double high_freq_factor,
+                                          double original_context, uint64_t head_dim, double rope_theta);
 
 // The Hugging Face name of every tensor of a llama with n_layers layers (biases
 // included), in the llama descriptor's structure (the import above and the
