@@ -112,7 +112,7 @@ Json rope_scaling_config(const arch::LlamaParams& p) {
 
 // rope_freqs.weight as rope_scaling llama3: Llama 3's low_freq_factor 1 and
 // high_freq_factor 4, the factor its slowest frequencies get, and the
-// original context that reproduces the table bit for bit; refused otherwise.
+// original context that reproduce the table (within float rounding); refused otherwise.
 Json llama3_scaling(const CheckpointTensor& t, const arch::LlamaParams& p) {
     const std::vector<float> want = floats_of(t);
     float factor = 1.0f;
@@ -136,8 +136,12 @@ Json llama3_scaling(const CheckpointTensor& t, const arch::LlamaParams& p) {
     candidates.push_back(std::floor(4 * max_one) + 1);
     for (double original : candidates) {
         if (original < 1) continue;
-        if (hf_llama3_rope_factors(factor, 1.0, 4.0, original, static_cast<uint64_t>(p.n_rot), p.rope_base) != want)
-            continue;
+        // Within float rounding: the table's writer may have computed in double, or its pow rounded differently.
+        const std::vector<float> got =
+            hf_llama3_rope_factors(factor, 1.0, 4.0, original, static_cast<uint64_t>(p.n_rot), p.rope_base);
+        bool same = got.size() == want.size();
+        for (size_t i = 0; same && i < got.size(); ++i) same = std::abs(got[i] - want[i]) <= 1e-6f * want[i];
+        if (!same) continue;
         Json s;
         s["rope_type"] = "llama3";
         s["factor"] = shortest(factor);

@@ -8,7 +8,7 @@
 //             rows; key_length -> head_dim; biases -> attention_bias/mlp_bias;
 //             rope.scaling linear/yarn -> rope_scaling; rope_freqs.weight ->
 //             rope_scaling llama3 when Llama 3's rule (low 1, high 4) with some
-//             factor and original context reproduces the table bit for bit
+//             factor and original context reproduces the table (within 1e-6)
 //   qwen2  -> Qwen2ForCausalLM (nothing permuted)
 //   phi3   -> Phi3ForCausalLM: rope_factors_long/short -> rope_scaling longrope,
 //             sliding_window 0 -> null
