@@ -92,7 +92,8 @@ Checkpoint read_input(const ConvertOptions& o) {
     }
     fail("convert", "cannot tell what kind of checkpoint '{}' is (kiln-convert reads GGUF files, llama2.c "
          ".bin checkpoints, PyTorch checkpoints (llama2.c, nanoGPT, torch.nn.Transformer seq2seq) and Hugging Face "
-         "LlamaForCausalLM / GPT2LMHeadModel folders)", o.input.string());
+         "folders: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Phi3ForCausalLM, GemmaForCausalLM, "
+         "Gemma2ForCausalLM, GPT2LMHeadModel)", o.input.string());
 }
 
 // Elements converted per step: bounds the float buffer (4 MiB) and paces the progress line.

@@ -445,3 +445,11 @@ TEST_CASE("hf family: --to safetensors refuses what Hugging Face cannot say", "[
     refused("llama_family/llama_yarn.gguf", "llama.rope.scaling.attn_factor 0.95 (a YaRN attention factor");
     refused("minicpm/tiny_minicpm.gguf", "--to safetensors exports llama, qwen2, phi3, gemma and gemma2 models; this one is");
 }
+
+TEST_CASE("hf family: --help names the Hugging Face architectures", "[hf_family][convert]") {
+    const test::ToolRun run = test::run_tool("kiln-convert", "--help");
+    CHECK(run.status == 0);
+    for (const char* a : {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Phi3ForCausalLM",
+                          "GemmaForCausalLM", "Gemma2ForCausalLM", "GPT2LMHeadModel"})
+        CHECK(run.out.find(a) != std::string::npos);
+}
