@@ -293,6 +293,22 @@ TEST_CASE("hf family: what cannot be converted faithfully is refused in one line
         check_refused(edit_config("gemma", [](auto& c) { c["hidden_activation"] = "gelu"; }),
                       "hidden_activation 'gelu'");
     }
+    SECTION("phi3 with a tied head: output.weight is the embedding's bytes") {
+        const auto folder = edit_tensors("phi3", "lm_head.weight", "");
+        nlohmann::json c = read_config(folder);
+        c["tie_word_embeddings"] = true;
+        write_config(folder, c);
+        const Checkpoint ck = hf_checkpoint(folder);
+        const CheckpointTensor *embd = nullptr, *out = nullptr;
+        for (const CheckpointTensor& t : ck.tensors) {
+            if (t.name == "token_embd.weight") embd = &t;
+            if (t.name == "output.weight") out = &t;
+        }
+        REQUIRE(embd != nullptr);
+        REQUIRE(out != nullptr);
+        CHECK(out->data.data() == embd->data.data());  // a second view, no copy
+        CHECK(out->dims == embd->dims);
+    }
     SECTION("the CLI says it on one line and exits 1") {
         const auto folder = edit_config("llama3", [](auto& c) { c["rope_scaling"]["rope_type"] = "longrope"; });
         const test::ToolRun run = test::run_tool(

@@ -80,6 +80,9 @@ Checkpoint hf_gemma_checkpoint(const std::filesystem::path& given) {
     l.rope_base = static_cast<float>(theta);
 
     Checkpoint out;
+    // rope.freq_base is written when rope_theta is not 10000 (every released
+    // Gemma's); llama.cpp's converter never writes it for gemma, which would
+    // silently lose another theta.
     out.metadata = l.metadata();
     hf_drop_metadata(out, l.key("rope.dimension_count"));
     hf_set_metadata(out, l.key("attention.key_length"), GgufValue(static_cast<uint32_t>(hd)));
