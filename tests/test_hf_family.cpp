@@ -116,6 +116,15 @@ TEST_CASE("hf family: converted folders give PyTorch's logits", "[hf_family][con
     for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::abs(all[i] - want[i]));
     INFO("mode " << static_cast<int>(mode));
     CHECK(worst < 1e-4f);
+    // Token by token through the KV cache.
+    const auto vocab = static_cast<size_t>(model->info().n_vocab);
+    auto stepped = model->new_session(64, 1, mode);
+    worst = 0;
+    for (size_t t = 0; t < tokens.size(); ++t) {
+        const std::span<const float> one = stepped->eval(std::span(&tokens[t], 1), pool);
+        for (size_t v = 0; v < vocab; ++v) worst = std::max(worst, std::abs(one[v] - want[t * vocab + v]));
+    }
+    CHECK(worst < 1e-4f);
 }
 
 TEST_CASE("hf family: the GGUF holds llama.cpp's tensors and keys", "[hf_family][convert]") {
@@ -292,6 +301,19 @@ TEST_CASE("hf family: what cannot be converted faithfully is refused in one line
                       "partial_rotary_factor is 0.75");
         check_refused(edit_config("gemma", [](auto& c) { c["hidden_activation"] = "gelu"; }),
                       "hidden_activation 'gelu'");
+    }
+    SECTION("model_type alone picks the reader") {
+        for (const std::string name : {"qwen2", "gemma2", "phi3", "mistral_yarn"}) {
+            INFO(name);
+            const auto folder = edit_config(name, [](auto& c) { c.erase("architectures"); });
+            const Checkpoint ck = hf_checkpoint(folder);
+            const GgufValue* a = nullptr;
+            for (const GgufEntry& e : ck.metadata)
+                if (e.key == "general.architecture") a = &e.value;
+            REQUIRE(a != nullptr);
+            CHECK(*a->as_string() == (name == "mistral_yarn" ? std::string("llama") : name));
+            std::filesystem::remove_all(folder);
+        }
     }
     SECTION("phi3 with a tied head: output.weight is the embedding's bytes") {
         const auto folder = edit_tensors("phi3", "lm_head.weight", "");
