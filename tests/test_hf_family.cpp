@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/error.h"
+#include "engine/core/half.h"
 #include "engine/models/architectures.h"
 #include "engine/runtime/thread_pool.h"
 #include "formats/checkpoint/hf_folder.h"
@@ -313,6 +314,39 @@ TEST_CASE("hf family: what cannot be converted faithfully is refused in one line
             REQUIRE(a != nullptr);
             CHECK(*a->as_string() == (name == "mistral_yarn" ? std::string("llama") : name));
             std::filesystem::remove_all(folder);
+        }
+    }
+    SECTION("gemma's F16 norms get + 1 in F16, as the converter's torch code adds it") {
+        const auto folder = copy_fixture(dir, "gemma2");
+        const SafetensorsFile in = SafetensorsFile::open(hf_fixture("gemma2") / "model.safetensors");
+        std::vector<SafetensorsTensor> tensors;
+        std::vector<std::vector<uint16_t>> halves;
+        halves.reserve(in.tensors().size());
+        for (const SafetensorsTensor& t : in.tensors()) {
+            tensors.push_back(t);
+            if (!t.name.ends_with("norm.weight")) continue;
+            std::vector<float> f(t.data.size() / 4);
+            std::memcpy(f.data(), t.data.data(), t.data.size());
+            halves.emplace_back();
+            for (float v : f) halves.back().push_back(fp32_to_fp16(v));
+            tensors.back().type = DType::F16;
+            tensors.back().data = std::as_bytes(std::span(halves.back()));
+        }
+        std::filesystem::remove(folder / "model.safetensors");
+        write_safetensors(folder / "model.safetensors", tensors, {{"format", "pt"}});
+        const Checkpoint ck = hf_checkpoint(folder);
+        const SafetensorsFile f16 = SafetensorsFile::open(folder / "model.safetensors");
+        for (const CheckpointTensor& t : ck.tensors) {
+            if (t.name != "blk.0.attn_norm.weight") continue;
+            const SafetensorsTensor* h = f16.find_tensor("model.layers.0.input_layernorm.weight");
+            REQUIRE(t.type == DType::F32);
+            for (size_t i = 0; i < h->shape[0]; ++i) {
+                uint16_t x;
+                float y;
+                std::memcpy(&x, h->data.data() + 2 * i, 2);
+                std::memcpy(&y, t.data.data() + 4 * i, 4);
+                CHECK(y == fp16_to_fp32(fp32_to_fp16(fp16_to_fp32(x) + 1.0f)));
+            }
         }
     }
     SECTION("phi3 with a tied head: output.weight is the embedding's bytes") {
