@@ -287,7 +287,7 @@ TEST_CASE("hf family: what cannot be converted faithfully is refused in one line
     SECTION("an unexpected tensor") {
         check_refused(edit_tensors("llama3", "", "model.layers.0.self_attn.o_proj.bias"),
                       "tensor 'model.layers.0.self_attn.o_proj.bias' is not part of a LlamaForCausalLM with 2 layers "
-                      "(attention_bias and mlp_bias false)");
+                      "(attention_bias false, mlp_bias false)");
         check_refused(edit_tensors("qwen2", "", "model.layers.1.self_attn.o_proj.bias"),
                       "tensor 'model.layers.1.self_attn.o_proj.bias' is not part of a Qwen2ForCausalLM with 2 layers");
         check_refused(edit_tensors("gemma", "", "model.layers.0.self_attn.q_norm.weight"),

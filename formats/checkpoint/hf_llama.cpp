@@ -104,10 +104,11 @@ public:
                 source_.take(out, hb.ffn_up, gb.ffn_up, {hidden_}, hyper);
             }
         }
-        source_.refuse_leftovers(fmt::format("a {} with {} layers{}", architecture_, n_layers_,
-                                             kind_ == HfLlamaKind::Qwen2   ? ""
-                                             : qkv_bias_ || mlp_bias_      ? ""
-                                                                           : " (attention_bias and mlp_bias false)"));
+        source_.refuse_leftovers(
+            kind_ == HfLlamaKind::Qwen2
+                ? fmt::format("a {} with {} layers", architecture_, n_layers_)
+                : fmt::format("a {} with {} layers (attention_bias {}, mlp_bias {})", architecture_, n_layers_,
+                              output_bias_, mlp_bias_));
         out.source = source_.shards();
         return out;
     }
