@@ -81,7 +81,8 @@ Checkpoint read_input(const ConvertOptions& o) {
     }
     fail("convert", "cannot tell what kind of checkpoint '{}' is (kiln-convert reads GGUF files, llama2.c "
          ".bin checkpoints, PyTorch checkpoints (llama2.c, nanoGPT, torch.nn.Transformer seq2seq) and Hugging Face "
-         "LlamaForCausalLM / GPT2LMHeadModel folders)", o.input.string());
+         "folders: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Phi3ForCausalLM, GemmaForCausalLM, "
+         "Gemma2ForCausalLM, GPT2LMHeadModel)", o.input.string());
 }
 
 // --tokenizer's vocabulary joins any checkpoint that has none; a model written
@@ -144,7 +145,7 @@ void convert(const ConvertOptions& o, std::FILE* log) {
     attach_tokenizer(in, o, log);
     if (o.to_safetensors) {
         if (o.mix) fail("convert", "--type does not apply to --to safetensors (float tensors keep their type)");
-        export_hf_llama(in, o.output, log);
+        export_hf_folder(in, o.output, log);
         return;
     }
     GgufWriter writer;

@@ -21,8 +21,19 @@ file's content, not its name):
   PyTorch .pt/.pth      torch.save archives (whitelist unpickler) of llama2.c's model.py,
                         nanoGPT's GPT and torch.nn.Transformer seq2seq models (their
                         "itos" list is embedded)
-  Hugging Face folder   LlamaForCausalLM (+ tokenizer.model) or GPT2LMHeadModel
-                        (+ tokenizer.json): config.json + model.safetensors (or sharded)
+  Hugging Face folder   config.json + model.safetensors (or sharded), by "architectures":
+                          LlamaForCausalLM, MistralForCausalLM -> llama (rope_scaling
+                            linear, yarn, llama3 -> rope_freqs; head_dim; attention/mlp
+                            biases; Mistral's sliding_window is ignored, as llama.cpp does)
+                          Qwen2ForCausalLM -> qwen2 (q/k/v biases)
+                          Phi3ForCausalLM -> phi3 (fused qkv and gate/up, longrope/su
+                            factors, sliding_window)
+                          GemmaForCausalLM, Gemma2ForCausalLM -> gemma, gemma2 (norms
+                            stored +1; query_pre_attn_scalar must be kiln's)
+                          GPT2LMHeadModel -> gpt2
+                        the folder's tokenizer.model (SentencePiece: llama, mistral,
+                        phi3, gemma) or tokenizer.json (gpt2) is embedded; --tokenizer
+                        gives one otherwise
 
   -o, --output FILE     the GGUF file to write (written atomically: an error or
                         Ctrl-C never leaves a partial file there)
@@ -46,7 +57,10 @@ file's content, not its name):
                         kiln nor llama.cpp can run text through it)
   --name NAME           general.name of the output
   --to safetensors      write a Hugging Face folder (config.json + model.safetensors)
-                        instead, for PyTorch; quantized tensors are written as f32
+                        instead, for PyTorch: llama -> LlamaForCausalLM, qwen2 ->
+                        Qwen2ForCausalLM, phi3 -> Phi3ForCausalLM, gemma/gemma2 ->
+                        GemmaForCausalLM/Gemma2ForCausalLM; float tensors keep their
+                        bytes (Gemma's norms less 1), quantized ones are written as f32
 
 inspect FILE            print a GGUF file's metadata, its tensors (name, type,
                         shape, bytes) and a one-line summary

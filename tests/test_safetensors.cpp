@@ -263,10 +263,14 @@ TEST_CASE("hf llama: config and tensor errors", "[safetensors][hf]") {
     std::filesystem::copy_file(hf_folder() / "model.safetensors", dir.path() / "model.safetensors");
 
     nlohmann::json cfg = config;
-    cfg["architectures"] = {"MistralForCausalLM"};
+    cfg["architectures"] = {"FalconForCausalLM"};
     with_config(cfg);
     CHECK_THROWS_WITH(hf_llama_checkpoint(dir.path()),
-                      Catch::Contains("MistralForCausalLM") && Catch::Contains("LlamaForCausalLM"));
+                      Catch::Contains("FalconForCausalLM") && Catch::Contains("LlamaForCausalLM"));
+    // Mistral is llama's layout (its sliding_window ignored, as llama.cpp's converter does).
+    cfg["architectures"] = {"MistralForCausalLM"};
+    with_config(cfg);
+    CHECK(hf_llama_checkpoint(dir.path()).tensors.size() == 3 + 5 * 9);
 
     cfg = config;
     cfg["intermediate_size"] = 200;

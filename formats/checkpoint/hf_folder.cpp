@@ -9,7 +9,10 @@
 #include "engine/core/error.h"
 #include "engine/core/printable.h"
 #include "formats/checkpoint/hf_gpt2.h"
+#include "formats/checkpoint/hf_gemma.h"
 #include "formats/checkpoint/hf_llama.h"
+#include "formats/checkpoint/hf_phi3.h"
+#include "formats/checkpoint/hf_qwen2.h"
 #include "formats/checkpoint/hf_tokenizer.h"
 #include "formats/checkpoint/spm_model.h"
 
@@ -72,7 +75,27 @@ HfWeights open_hf_weights(const std::filesystem::path& folder) {
 
 namespace {
 
-constexpr std::string_view kKnown = "LlamaForCausalLM (model_type llama), GPT2LMHeadModel (model_type gpt2)";
+constexpr std::string_view kKnown =
+    "LlamaForCausalLM (model_type llama), GPT2LMHeadModel (model_type gpt2), MistralForCausalLM (mistral), "
+    "Qwen2ForCausalLM (qwen2), Phi3ForCausalLM (phi3), GemmaForCausalLM (gemma), Gemma2ForCausalLM (gemma2)";
+
+// An architecture kiln reads: its class name, its model_type and its reader.
+struct Reader {
+    std::string_view architecture, model_type;
+    Checkpoint (*read)(const std::filesystem::path&);
+    bool spm;  // its tokenizer is tokenizer.model (SentencePiece)
+};
+
+// Qwen2's tokenizer.json is a byte-level BPE with its own pre-tokenizer; kiln
+// does not embed it yet (as for a llama folder with only tokenizer.json).
+constexpr Reader kReaders[] = {
+    {"LlamaForCausalLM", "llama", hf_llama_checkpoint, true},
+    {"MistralForCausalLM", "mistral", hf_llama_checkpoint, true},
+    {"Qwen2ForCausalLM", "qwen2", hf_qwen2_checkpoint, false},
+    {"Phi3ForCausalLM", "phi3", hf_phi3_checkpoint, true},
+    {"GemmaForCausalLM", "gemma", hf_gemma_checkpoint, true},
+    {"Gemma2ForCausalLM", "gemma2", hf_gemma_checkpoint, true},
+};
 
 uint64_t vocab_rows(const Checkpoint& c) {
     for (const CheckpointTensor& t : c.tensors)
@@ -94,14 +117,14 @@ Checkpoint hf_checkpoint(const std::filesystem::path& given) {
             if (item.is_string()) archs.push_back(item.get<std::string>());
     std::string model_type;
     if (const auto m = config.find("model_type"); m != config.end() && m->is_string()) model_type = m->get<std::string>();
-    const bool llama = archs.empty() ? model_type == "llama" : archs.size() == 1 && archs[0] == "LlamaForCausalLM";
-    const bool gpt2 = archs.empty() ? model_type == "gpt2" : archs.size() == 1 && archs[0] == "GPT2LMHeadModel";
-    if (llama) {
-        Checkpoint c = hf_llama_checkpoint(folder);
-        if (std::filesystem::exists(folder / "tokenizer.model"))
+    for (const Reader& r : kReaders) {
+        if (archs.empty() ? model_type != r.model_type : archs.size() != 1 || archs[0] != r.architecture) continue;
+        Checkpoint c = r.read(folder);
+        if (r.spm && std::filesystem::exists(folder / "tokenizer.model"))
             add_spm_tokenizer(c, folder / "tokenizer.model", vocab_rows(c));
         return c;
     }
+    const bool gpt2 = archs.empty() ? model_type == "gpt2" : archs.size() == 1 && archs[0] == "GPT2LMHeadModel";
     if (gpt2) {
         Checkpoint c = hf_gpt2_checkpoint(folder, config);
         if (std::filesystem::exists(folder / "tokenizer.json"))

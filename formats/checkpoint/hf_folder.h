@@ -7,6 +7,11 @@
 // "model_type") and hands the folder to the reader for that architecture:
 //   LlamaForCausalLM (model_type "llama") -> hf_llama.h, plus tokenizer.model
 //       (SentencePiece) embedded as a "llama" tokenizer when present;
+//   MistralForCausalLM (mistral)          -> hf_llama.h (llama), tokenizer.model likewise;
+//   Qwen2ForCausalLM (qwen2)              -> hf_qwen2.h (no tokenizer embedded yet:
+//       its tokenizer.json pre-tokenizer is not mapped);
+//   Phi3ForCausalLM (phi3)                -> hf_phi3.h, tokenizer.model likewise;
+//   GemmaForCausalLM / Gemma2ForCausalLM  -> hf_gemma.h, tokenizer.model likewise;
 //   GPT2LMHeadModel (model_type "gpt2")   -> hf_gpt2.h, plus tokenizer.json
 //       (byte-level BPE) embedded as a "gpt2" tokenizer when present.
 // Anything else: kiln::Error("hf", ...) listing the architectures kiln reads.
