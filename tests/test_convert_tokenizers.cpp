@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <fstream>
+#include <map>
 #include <functional>
 
 #include "engine/core/error.h"
@@ -217,7 +218,7 @@ TEST_CASE("broken vocabularies give one clear error", "[convert][tokenizer]") {
                   "kiln embeds byte-level BPE (GPT-2) tokenizers");
     REQUIRE_ERROR(add_hf_bpe_tokenizer(c, write("meta.json", R"({"model": {"type": "BPE", "vocab": {}, "merges": []},
                                                                "pre_tokenizer": {"type": "Metaspace"}})"), config, 3),
-                  "the pre-tokenizer is not ByteLevel");
+                  "the pre-tokenizer [Metaspace] is not one kiln knows");
     const std::string too_many = R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "c": 5}, "merges": []},
                                     "pre_tokenizer": {"type": "ByteLevel"}})";
     REQUIRE_ERROR(add_hf_bpe_tokenizer(c, write("many.json", too_many), config, 3), "token id 5 is beyond the model's 3 embedding rows");
@@ -345,4 +346,78 @@ TEST_CASE("kiln-convert --tokenizer takes every kind of vocabulary file for ever
                                                                  shell_quote((models / "tok512.bin").string())));
     CHECK(both.status == 1);
     CHECK(both.err.find("contradict") != std::string::npos);
+}
+
+TEST_CASE("tokenizer.json pre-tokenizers map to llama.cpp's pre types; tokenizer_config.json adds the chat template and specials",
+          "[convert][tokenizer]") {
+    test::TempDir dir;
+    const auto write = [&](const std::string& name, const std::string& text) {
+        std::ofstream(dir.path() / name) << text;
+        return dir.path() / name;
+    };
+    // A vocabulary of four tokens and one merge; only the pre-tokenizer varies.
+    const auto tokenizer_json = [&](const std::string& name, const nlohmann::json& pre) {
+        nlohmann::json j = {{"model", {{"type", "BPE"}, {"vocab", {{"a", 0}, {"b", 1}, {"ab", 2}}}, {"merges", {"a b"}}}},
+                            {"added_tokens", {{{"id", 3}, {"content", "<|im_end|>"}, {"special", true}}}},
+                            {"pre_tokenizer", pre}};
+        return write(name, j.dump());
+    };
+    const auto split = [](const std::string& regex) {
+        return nlohmann::json{{"type", "Sequence"},
+                              {"pretokenizers",
+                               {{{"type", "Split"}, {"pattern", {{"Regex", regex}}}, {"behavior", "Isolated"}, {"invert", false}},
+                                {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}}}};
+    };
+    const std::string llama3 =
+        R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+    const std::string qwen2 =
+        R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+    const nlohmann::json smollm = {{"type", "Sequence"},
+                                   {"pretokenizers",
+                                    {{{"type", "Digits"}, {"individual_digits", true}},
+                                     {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}}}};
+    const auto pre_of = [&](const std::filesystem::path& file) {
+        Checkpoint c;
+        add_hf_bpe_tokenizer(c, file, nlohmann::json::object(), 4);
+        for (const GgufEntry& e : c.metadata)
+            if (e.key == "tokenizer.ggml.pre") return *e.value.as_string();
+        return std::string("(none)");
+    };
+    CHECK(pre_of(tokenizer_json("gpt2.json", {{"type", "ByteLevel"}})) == "gpt-2");
+    CHECK(pre_of(tokenizer_json("llama3.json", split(llama3))) == "llama-bpe");
+    CHECK(pre_of(tokenizer_json("qwen2.json", split(qwen2))) == "qwen2");
+    CHECK(pre_of(tokenizer_json("smollm.json", smollm)) == "smollm");
+    Checkpoint c;
+    REQUIRE_ERROR(add_hf_bpe_tokenizer(c, tokenizer_json("other.json", split(R"(\p{L}+|\s+)")), {}, 4),
+                  R"(splits by the regex '\\p{L}+|\\s+', which is not one kiln knows)");
+    REQUIRE_ERROR(add_hf_bpe_tokenizer(c, tokenizer_json("prefix.json", {{"type", "ByteLevel"}, {"add_prefix_space", true}}), {}, 4),
+                  "adds a prefix space");
+
+    // tokenizer_config.json: the template and the special tokens by text.
+    Checkpoint q;
+    add_hf_bpe_tokenizer(q, tokenizer_json("q.json", split(qwen2)), nlohmann::json::object(), 4);
+    const std::string tmpl = "{% for m in messages %}{{ m['content'] }}<|im_end|>{% endfor %}";
+    add_hf_tokenizer_config(q, write("tokenizer_config.json",
+                                     nlohmann::json{{"chat_template", tmpl},
+                                                    {"eos_token", "<|im_end|>"},
+                                                    {"pad_token", {{"content", "ab"}, {"lstrip", false}}},
+                                                    {"add_bos_token", false},
+                                                    {"bos_token", nullptr}}
+                                         .dump()));
+    std::map<std::string, const GgufValue*> keys;
+    for (const GgufEntry& e : q.metadata) keys[e.key] = &e.value;
+    REQUIRE(keys.count("tokenizer.chat_template") == 1);
+    CHECK(*keys["tokenizer.chat_template"]->as_string() == tmpl);
+    CHECK(keys["tokenizer.ggml.eos_token_id"]->as_int() == 3);
+    CHECK(keys["tokenizer.ggml.padding_token_id"]->as_int() == 2);
+    CHECK(keys["tokenizer.ggml.add_bos_token"]->as_bool() == false);
+    CHECK(keys.count("tokenizer.ggml.bos_token_id") == 0);
+    // Named templates: "default" is the chat template, the others keep their names.
+    add_hf_tokenizer_config(q, write("named.json", R"({"chat_template": [{"name": "default", "template": "D"},
+                                                                          {"name": "tool_use", "template": "T"}]})"));
+    keys.clear();
+    for (const GgufEntry& e : q.metadata) keys[e.key] = &e.value;
+    CHECK(*keys["tokenizer.chat_template"]->as_string() == "D");
+    CHECK(*keys["tokenizer.chat_template.tool_use"]->as_string() == "T");
+    REQUIRE_ERROR(add_hf_tokenizer_config(q, write("bad.json", R"({"eos_token": "</s>"})")), "eos_token '</s>' is not in the vocabulary");
 }

@@ -1,5 +1,6 @@
 #include "formats/checkpoint/hf_folder.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -86,8 +87,6 @@ struct Reader {
     bool spm;  // its tokenizer is tokenizer.model (SentencePiece)
 };
 
-// Qwen2's tokenizer.json is a byte-level BPE with its own pre-tokenizer; kiln
-// does not embed it yet (as for a llama folder with only tokenizer.json).
 constexpr Reader kReaders[] = {
     {"LlamaForCausalLM", "llama", hf_llama_checkpoint, true},
     {"MistralForCausalLM", "mistral", hf_llama_checkpoint, true},
@@ -96,6 +95,15 @@ constexpr Reader kReaders[] = {
     {"GemmaForCausalLM", "gemma", hf_gemma_checkpoint, true},
     {"Gemma2ForCausalLM", "gemma2", hf_gemma_checkpoint, true},
 };
+
+// tokenizer_config.json's chat template and special tokens, when the folder
+// has both it and a vocabulary.
+void add_tokenizer_config(Checkpoint& c, const std::filesystem::path& folder) {
+    const bool has_vocabulary = std::any_of(c.metadata.begin(), c.metadata.end(),
+                                            [](const GgufEntry& e) { return e.key == "tokenizer.ggml.tokens"; });
+    if (has_vocabulary && std::filesystem::exists(folder / "tokenizer_config.json"))
+        add_hf_tokenizer_config(c, folder / "tokenizer_config.json");
+}
 
 uint64_t vocab_rows(const Checkpoint& c) {
     for (const CheckpointTensor& t : c.tensors)
@@ -120,8 +128,13 @@ Checkpoint hf_checkpoint(const std::filesystem::path& given) {
     for (const Reader& r : kReaders) {
         if (archs.empty() ? model_type != r.model_type : archs.size() != 1 || archs[0] != r.architecture) continue;
         Checkpoint c = r.read(folder);
+        // SentencePiece where the family ships it; otherwise tokenizer.json
+        // (Llama 3's, Qwen2's and SmolLM's byte-level BPE).
         if (r.spm && std::filesystem::exists(folder / "tokenizer.model"))
             add_spm_tokenizer(c, folder / "tokenizer.model", vocab_rows(c));
+        else if (std::filesystem::exists(folder / "tokenizer.json"))
+            add_hf_bpe_tokenizer(c, folder / "tokenizer.json", config, vocab_rows(c));
+        add_tokenizer_config(c, folder);
         return c;
     }
     const bool gpt2 = archs.empty() ? model_type == "gpt2" : archs.size() == 1 && archs[0] == "GPT2LMHeadModel";
@@ -129,6 +142,7 @@ Checkpoint hf_checkpoint(const std::filesystem::path& given) {
         Checkpoint c = hf_gpt2_checkpoint(folder, config);
         if (std::filesystem::exists(folder / "tokenizer.json"))
             add_hf_bpe_tokenizer(c, folder / "tokenizer.json", config, vocab_rows(c));
+        add_tokenizer_config(c, folder);
         return c;
     }
     fail("hf", "{}: architectures [{}], model_type '{}': kiln reads {}", config_path.string(),

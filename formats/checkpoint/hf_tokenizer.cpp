@@ -2,6 +2,8 @@
 
 #include <map>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -17,17 +19,67 @@ using nlohmann::json;
 
 constexpr int32_t kNormal = 1, kControl = 3, kUserDefined = 4, kUnused = 5;
 
-// The pre-tokenizer is ByteLevel itself or a Sequence holding one.
-bool byte_level(const json& pre) {
-    if (!pre.is_object()) return false;
-    const auto type = pre.find("type");
-    if (type == pre.end() || !type->is_string()) return false;
-    if (*type == "ByteLevel") return true;
-    if (*type == "Sequence")
+// The Split patterns of Hugging Face tokenizer.json files that llama.cpp's
+// pre types implement (the same regexes, written with (?i:) as the files have them).
+constexpr std::string_view kLlama3Split =
+    R"re((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
+constexpr std::string_view kQwen2Split =
+    R"re((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
+
+std::string type_of(const json& step) {
+    if (!step.is_object()) return "?";
+    const auto t = step.find("type");
+    return t != step.end() && t->is_string() ? t->get<std::string>() : "?";
+}
+
+// A ByteLevel step: whether it splits with GPT-2's regex itself (use_regex,
+// default true); a prefix space is not something llama.cpp's types add.
+bool byte_level_regex(const json& step, const std::string& where) {
+    if (step.value("add_prefix_space", false))
+        fail("tokenizer", "{}: the ByteLevel pre-tokenizer adds a prefix space, which no llama.cpp pre type does", where);
+    return step.value("use_regex", true);
+}
+
+// tokenizer.ggml.pre for the file's pre_tokenizer: the llama.cpp type that
+// splits text the same way, or kiln::Error naming what is not one.
+std::string pre_type(const json& pre, const std::string& where) {
+    std::vector<json> steps;
+    if (type_of(pre) == "Sequence") {
         if (const auto list = pre.find("pretokenizers"); list != pre.end() && list->is_array())
-            for (const json& p : *list)
-                if (byte_level(p)) return true;
-    return false;
+            steps.assign(list->begin(), list->end());
+    } else {
+        steps.push_back(pre);
+    }
+    std::string shape;
+    for (const json& step : steps) shape += (shape.empty() ? "" : ", ") + type_of(step);
+    const auto refuse = [&](std::string_view why) -> std::string {
+        fail("tokenizer", "{}: the pre-tokenizer [{}] {}; kiln maps GPT-2's ByteLevel, Llama 3's and Qwen2's "
+             "Split patterns and SmolLM's Digits to llama.cpp's pre types (give --tokenizer a GGUF made by "
+             "llama.cpp for others)", where, shape, why);
+    };
+    if (steps.size() == 1 && type_of(steps[0]) == "ByteLevel") {
+        if (!byte_level_regex(steps[0], where)) refuse("does not split words");
+        return "gpt-2";
+    }
+    if (steps.size() == 2 && type_of(steps[0]) == "Digits" && type_of(steps[1]) == "ByteLevel") {
+        if (!steps[0].value("individual_digits", false) || !byte_level_regex(steps[1], where))
+            refuse("is not SmolLM's (single digits, then GPT-2's split)");
+        return "smollm";
+    }
+    if (steps.size() == 2 && type_of(steps[0]) == "Split" && type_of(steps[1]) == "ByteLevel") {
+        const json& split = steps[0];
+        const auto pattern = split.find("pattern");
+        const bool regex = pattern != split.end() && pattern->is_object() && pattern->contains("Regex") &&
+                           (*pattern)["Regex"].is_string();
+        if (!regex || split.value("behavior", "") != "Isolated" || split.value("invert", false) ||
+            byte_level_regex(steps[1], where))
+            refuse("is not a single isolating regex before a plain byte-level step");
+        const std::string r = (*pattern)["Regex"].get<std::string>();
+        if (r == kLlama3Split) return "llama-bpe";
+        if (r == kQwen2Split) return "qwen2";
+        refuse(fmt::format("splits by the regex '{}', which is not one kiln knows", printable(r.substr(0, 80))));
+    }
+    refuse("is not one kiln knows");
 }
 
 std::optional<uint32_t> config_id(const json& config, std::string_view key, size_t n_tokens, const std::string& where) {
@@ -50,8 +102,7 @@ void add_hf_bpe_tokenizer(Checkpoint& checkpoint, const std::filesystem::path& p
     if (type == model->end() || *type != "BPE")
         fail("tokenizer", "{}: the tokenizer model is {}; kiln embeds byte-level BPE (GPT-2) tokenizers from tokenizer.json",
              where, type == model->end() ? "unnamed" : type->dump());
-    if (!byte_level(j.value("pre_tokenizer", json())))
-        fail("tokenizer", "{}: the pre-tokenizer is not ByteLevel; kiln's gpt2 tokenizer is byte-level BPE", where);
+    const std::string pre = pre_type(j.value("pre_tokenizer", json()), where);
 
     std::map<uint64_t, std::pair<std::string, int32_t>> by_id;
     const auto claim = [&](uint64_t id, const std::string& text, int32_t token_type) {
@@ -106,7 +157,7 @@ void add_hf_bpe_tokenizer(Checkpoint& checkpoint, const std::filesystem::path& p
 
     auto& md = checkpoint.metadata;
     md.push_back({"tokenizer.ggml.model", GgufValue("gpt2")});
-    md.push_back({"tokenizer.ggml.pre", GgufValue("gpt-2")});
+    md.push_back({"tokenizer.ggml.pre", GgufValue(pre)});
     md.push_back({"tokenizer.ggml.tokens", gguf_array(GgufType::STRING, tokens)});
     md.push_back({"tokenizer.ggml.token_type", gguf_array(GgufType::INT32, types)});
     md.push_back({"tokenizer.ggml.merges", gguf_array(GgufType::STRING, merges)});
@@ -115,6 +166,71 @@ void add_hf_bpe_tokenizer(Checkpoint& checkpoint, const std::filesystem::path& p
     if (const auto eos = config_id(config, "eos_token_id", tokens.size(), where))
         md.push_back({"tokenizer.ggml.eos_token_id", GgufValue(*eos)});
     md.push_back({"tokenizer.ggml.add_bos_token", GgufValue(false)});
+}
+
+namespace {
+
+// Replaces the entry `key` or appends it.
+void set_entry(std::vector<GgufEntry>& md, const std::string& key, GgufValue value) {
+    for (GgufEntry& e : md)
+        if (e.key == key) {
+            e.value = std::move(value);
+            return;
+        }
+    md.push_back({key, std::move(value)});
+}
+
+}  // namespace
+
+void add_hf_tokenizer_config(Checkpoint& checkpoint, const std::filesystem::path& path) {
+    const std::string where = path.string();
+    const json j = read_hf_json(path);
+    if (!j.is_object()) fail("tokenizer", "{}: not a JSON object", where);
+    auto& md = checkpoint.metadata;
+    const GgufArray* tokens = nullptr;
+    for (const GgufEntry& e : md)
+        if (e.key == "tokenizer.ggml.tokens") tokens = e.value.as_array();
+    if (tokens == nullptr) fail("tokenizer", "{}: there is no vocabulary to configure", where);
+
+    if (const auto t = j.find("chat_template"); t != j.end() && !t->is_null()) {
+        if (t->is_string()) {
+            set_entry(md, "tokenizer.chat_template", GgufValue(t->get<std::string>()));
+        } else if (t->is_array()) {
+            for (const json& named : *t) {
+                if (!named.is_object() || !named.contains("name") || !named["name"].is_string() ||
+                    !named.contains("template") || !named["template"].is_string())
+                    fail("tokenizer", "{}: a chat_template entry is not {{\"name\": ..., \"template\": ...}}", where);
+                const std::string name = named["name"].get<std::string>();
+                set_entry(md, name == "default" ? "tokenizer.chat_template" : "tokenizer.chat_template." + name,
+                          GgufValue(named["template"].get<std::string>()));
+            }
+        } else {
+            fail("tokenizer", "{}: chat_template is neither a string nor a list of named templates", where);
+        }
+    }
+    // The special tokens are named by text: their ids are where the vocabulary has them.
+    for (const auto& [field, key] : {std::pair{"bos_token", "tokenizer.ggml.bos_token_id"},
+                                     std::pair{"eos_token", "tokenizer.ggml.eos_token_id"},
+                                     std::pair{"unk_token", "tokenizer.ggml.unknown_token_id"},
+                                     std::pair{"pad_token", "tokenizer.ggml.padding_token_id"}}) {
+        const auto it = j.find(field);
+        if (it == j.end() || it->is_null()) continue;
+        const json& content = it->is_object() ? it->value("content", json()) : *it;
+        if (!content.is_string()) fail("tokenizer", "{}: {} is not a token's text", where, field);
+        const std::string text = content.get<std::string>();
+        std::optional<uint32_t> id;
+        for (size_t i = 0; i < tokens->items.size() && !id; ++i)
+            if (const auto* s = tokens->items[i].as_string(); s != nullptr && *s == text) id = static_cast<uint32_t>(i);
+        if (!id) fail("tokenizer", "{}: {} '{}' is not in the vocabulary", where, field, printable(text));
+        set_entry(md, key, GgufValue(*id));
+    }
+    for (const auto& [field, key] : {std::pair{"add_bos_token", "tokenizer.ggml.add_bos_token"},
+                                     std::pair{"add_eos_token", "tokenizer.ggml.add_eos_token"}}) {
+        const auto it = j.find(field);
+        if (it == j.end() || it->is_null()) continue;
+        if (!it->is_boolean()) fail("tokenizer", "{}: {} is not true or false", where, field);
+        set_entry(md, key, GgufValue(it->get<bool>()));
+    }
 }
 
 }  // namespace kiln
