@@ -324,10 +324,9 @@ HfTokenizerFiles hf_tokenizer_files(const std::vector<GgufEntry>& metadata, std:
     if (out.model == "llama") spm_files(v, architecture, out);
     else if (out.model == "gpt2") bpe_files(v, architecture, out);
     else
-        out.notes.push_back(fmt::format("the {} vocabulary (tokenizer.ggml.model '{}') has no Hugging Face tokenizer "
+        out.notes.push_back(fmt::format("the {}vocabulary (tokenizer.ggml.model '{}') has no Hugging Face tokenizer "
                                         "file kiln writes: none written",
-                                        out.model == "char" ? "character" : "'" + printable(out.model) + "'",
-                                        printable(out.model)));
+                                        out.model == "char" ? "character " : "", printable(out.model)));
     return out;
 }
 
