@@ -400,8 +400,8 @@ void export_hf_folder(const Checkpoint& c, const std::filesystem::path& folder, 
     else if (architecture == arch::kGemma || architecture == arch::kGemma2) plan = gemma_plan(metadata);
     else if (architecture == arch::kGpt2) plan = gpt2_plan(c, metadata);
     else
-        fail("convert", "--to safetensors exports gpt2 models and llama, qwen2, phi3, gemma and gemma2 models; "
-             "this one is '{}'", architecture);
+        fail("convert", "--to safetensors exports llama, qwen2, phi3, gemma and gemma2 models; this one is '{}' "
+             "(gpt2 exports too, as GPT2LMHeadModel)", architecture);
     // The vocabulary's files, decided (or refused) before anything is written.
     const HfTokenizerFiles vocabulary = hf_tokenizer_files(c.metadata, architecture);
     for (const auto& [key, id] : vocabulary.special_ids.items()) plan.config[key] = id;
