@@ -320,3 +320,12 @@ TEST_CASE("export: a gpt2 model without biases gets zero biases and n_inner", "[
     }
     CHECK(zeros == 13);  // 2 layers of 6, and ln_f
 }
+
+TEST_CASE("export: --help says what --to safetensors writes", "[convert][safetensors]") {
+    const test::ToolRun run = test::run_tool("kiln-convert", "--help");
+    CHECK(run.status == 0);
+    const std::string help = run.out.substr(run.out.find("--to safetensors      "));
+    for (const char* text : {"gpt2 -> GPT2LMHeadModel", "tokenizer.model (SentencePiece)", "tokenizer.json (byte-level BPE",
+                             "tokenizer_config.json", "generation_config.json", "a char vocabulary is left out"})
+        CHECK(help.find(text) != std::string::npos);
+}
