@@ -80,7 +80,7 @@ std::vector<std::byte> write_spm_model(const SpmModel& m, const SpmWriteOptions&
     trainer.int32_field(41, m.bos_id);
     trainer.int32_field(42, m.eos_id);
     trainer.int32_field(43, m.pad_id);
-    uint32_t field = 44;
+    uint32_t field = 45;  // unk_piece 45, bos_piece 46, eos_piece 47, pad_piece 48 (44 is unk_surface)
     for (int32_t id : {m.unk_id, m.bos_id, m.eos_id, m.pad_id}) {
         if (const std::string* p = piece_of(id)) trainer.string_field(field, *p);
         ++field;

@@ -8,8 +8,8 @@
 //     float), 3 type (varint; written only when not 1 = normal, its default)
 //   ModelProto 2 trainer_spec: TrainerSpec 3 model_type (1 unigram, 2 BPE),
 //     4 vocab_size, 35 byte_fallback, 40 unk_id, 41 bos_id, 42 eos_id,
-//     43 pad_id (int32: -1 is a 10-byte varint), then 44..47 unk/bos/eos/pad
-//     pieces (their texts, when the id names a piece)
+//     43 pad_id (int32: -1 is a 10-byte varint), then 45..48 unk/bos/eos/pad
+//     pieces (their texts, when the id names a piece; 44 is unk_surface)
 //   ModelProto 3 normalizer_spec: NormalizerSpec 1 name ("identity"),
 //     3 add_dummy_prefix, 4 remove_extra_whitespaces, 5 escape_whitespaces (true)
 // The bytes depend only on the arguments.
