@@ -115,6 +115,26 @@ TEST_CASE("export: a SentencePiece vocabulary becomes tokenizer.model and comes 
     CHECK(m.eos_id == 2);
     CHECK(m.pad_id == -1);  // 4294967295: none
     CHECK(m.add_dummy_prefix);
+    // The pieces are encoded as the independent fixture (make_safetensors_fixtures.py's hand encoding) has them.
+    const auto fixture = test::read_file(test::fixtures_dir() / "safetensors" / "stories260K_hf" / "tokenizer.model");
+    size_t pieces_end = 0;
+    while (pieces_end < fixture.size() && fixture[pieces_end] == std::byte{0x0a}) {
+        size_t length = 0, shift = 0;
+        uint8_t b = 0;
+        do {
+            b = static_cast<uint8_t>(fixture[++pieces_end]);
+            length |= size_t(b & 0x7f) << shift;
+            shift += 7;
+        } while (b & 0x80);
+        pieces_end += 1 + length;
+    }
+    REQUIRE(pieces_end > 7000);
+    REQUIRE(proto.size() > pieces_end);
+    CHECK(std::equal(proto.begin(), proto.begin() + static_cast<std::ptrdiff_t>(pieces_end), fixture.begin()));
+    // TrainerSpec's bos_piece (field 46) is "<s>", as SentencePiece reads it (kiln's reader takes the ids only).
+    const std::vector<std::byte> bos_piece = {std::byte{0xf2}, std::byte{0x02}, std::byte{3}, std::byte{'<'},
+                                              std::byte{'s'}, std::byte{'>'}};
+    CHECK(std::search(proto.begin(), proto.end(), bos_piece.begin(), bos_piece.end()) != proto.end());
     const auto tc = read_json(folder / "tokenizer_config.json");
     CHECK(tc["bos_token"] == "<s>");
     CHECK(tc["eos_token"] == "</s>");

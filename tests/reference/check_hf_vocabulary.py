@@ -9,7 +9,8 @@ tokenizer.model is decoded by the minimal protobuf wire-format reader below
 {3 model_type, 4 vocab_size, 35 byte_fallback, 40..43 unk/bos/eos/pad id},
 3 normalizer_spec {1 name, 3 add_dummy_prefix, 4 remove_extra_whitespaces});
 tokenizer.json (byte-level BPE) is read with json. Prints one line per check
-group and exits 1 on the first mismatch. numpy only (via gguf_io).
+group and exits 1 on the first mismatch. numpy only (via gguf_io); where Debian's
+python3-sentencepiece is installed, SentencePiece itself also loads tokenizer.model.
 """
 import json
 import os
@@ -88,6 +89,17 @@ def spm(folder, md):
     check(trainer.get(4) == len(tokens), "vocab_size")
     check(normalizer.get(1) == b"identity", "normalizer name")
     check(bool(normalizer.get(3, 1)) == md.get("tokenizer.ggml.add_space_prefix", True), "add_dummy_prefix")
+    try:
+        import sentencepiece  # Debian's python3-sentencepiece, optional
+    except ImportError:
+        print("(python3-sentencepiece not installed: the file was not loaded by SentencePiece itself)")
+    else:
+        sp = sentencepiece.SentencePieceProcessor(model_file=os.path.join(folder, "tokenizer.model"))
+        check(sp.vocab_size() == len(tokens), "SentencePiece's vocab_size")
+        check([sp.unk_id(), sp.bos_id(), sp.eos_id(), sp.pad_id()] == [trainer.get(n) for n in (40, 41, 42, 43)],
+              "SentencePiece's special ids")
+        print(f"SentencePiece {sentencepiece.__version__} loads it; 'Once upon a time' ->",
+              sp.encode("Once upon a time"))
     print(f"trainer_spec: model_type {trainer.get(3)}, unk/bos/eos/pad {[trainer.get(n) for n in (40, 41, 42, 43)]}; "
           f"normalizer_spec: add_dummy_prefix {normalizer.get(3)}")
 
