@@ -405,6 +405,9 @@ void export_hf_folder(const Checkpoint& c, const std::filesystem::path& folder, 
     // The vocabulary's files, decided (or refused) before anything is written.
     const HfTokenizerFiles vocabulary = hf_tokenizer_files(c.metadata, architecture);
     for (const auto& [key, id] : vocabulary.special_ids.items()) plan.config[key] = id;
+    if (architecture == arch::kQwen2 && vocabulary.model == "llama")
+        plan.notes.push_back("kiln reads a Qwen2ForCausalLM folder's tokenizer.json only: the tokenizer.model written "
+                             "here does not come back (give --tokenizer when converting the folder)");
 
     std::vector<std::vector<std::byte>> owned;
     std::vector<SafetensorsTensor> tensors;

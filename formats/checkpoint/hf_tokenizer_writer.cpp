@@ -1,5 +1,6 @@
 #include "formats/checkpoint/hf_tokenizer_writer.h"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 
@@ -164,6 +165,10 @@ void spm_files(const Vocabulary& v, std::string_view architecture, HfTokenizerFi
     m.add_dummy_prefix = v.flag("tokenizer.ggml.add_space_prefix").value_or(true);
     SpmWriteOptions options;
     options.remove_extra_whitespaces = v.flag("tokenizer.ggml.remove_extra_whitespaces").value_or(false);
+    if (const auto bytes = std::count(m.types.begin(), m.types.end(), 6); bytes != 0 && bytes != 256)
+        out.notes.push_back(fmt::format("the vocabulary has {} byte tokens, not 256: kiln and llama.cpp read the "
+                                        "tokenizer.model, SentencePiece itself refuses it (byte_fallback wants all 256)",
+                                        bytes));
     const std::vector<std::byte> proto = write_spm_model(m, options);
     out.files.emplace_back("tokenizer.model", std::string(reinterpret_cast<const char*>(proto.data()), proto.size()));
 
