@@ -349,3 +349,50 @@ TEST_CASE("export: --help says what --to safetensors writes", "[convert][safeten
                              "tokenizer_config.json", "generation_config.json", "a char vocabulary is left out"})
         CHECK(help.find(text) != std::string::npos);
 }
+
+TEST_CASE("export: a llama model with a byte-level BPE vocabulary (Llama 3's kind) comes back through tokenizer.json",
+          "[convert][safetensors][tokenizer]") {
+    test::TempDir dir;
+    // stories260K's weights with a made-up 512-row gpt2 vocabulary: normal tokens, a control and a
+    // user-defined token, and unused padding rows at the end, which tokenizer.json leaves out.
+    std::vector<std::string> tokens;
+    std::vector<int32_t> types;
+    for (int i = 0; i < 500; ++i) {
+        tokens.push_back(fmt::format("t{}", i));
+        types.push_back(1);
+    }
+    tokens.push_back("<|begin_of_text|>");
+    types.push_back(3);
+    tokens.push_back("<|user|>");
+    types.push_back(4);
+    for (size_t i = tokens.size(); i < 512; ++i) {
+        tokens.push_back(fmt::format("<unused_{}>", i));
+        types.push_back(5);
+    }
+    const auto gguf = rewrite(test::shared_models_dir() / "stories260K.gguf", dir.path() / "bpe.gguf", [&](auto& md) {
+        std::erase_if(md, [](const GgufEntry& e) { return e.key.starts_with("tokenizer."); });
+        md.push_back({"tokenizer.ggml.model", GgufValue("gpt2")});
+        md.push_back({"tokenizer.ggml.pre", GgufValue("llama-bpe")});
+        md.push_back({"tokenizer.ggml.tokens", gguf_array(GgufType::STRING, tokens)});
+        md.push_back({"tokenizer.ggml.token_type", gguf_array(GgufType::INT32, types)});
+        md.push_back({"tokenizer.ggml.merges", gguf_array(GgufType::STRING, std::vector<std::string>{"t1 t2", "t12 t3"})});
+        md.push_back({"tokenizer.ggml.bos_token_id", GgufValue(uint32_t{500})});
+        md.push_back({"tokenizer.ggml.eos_token_id", GgufValue(uint32_t{501})});
+        md.push_back({"tokenizer.ggml.add_bos_token", GgufValue(true)});
+        md.push_back({"tokenizer.chat_template", GgufValue("{{ bos_token }}")});
+    });
+    const auto folder = dir.path() / "hf" / "bpe";
+    export_folder(gguf, folder);
+    CHECK_FALSE(std::filesystem::exists(folder / "tokenizer.model"));
+    const auto tj = read_json(folder / "tokenizer.json");
+    CHECK(tj["model"]["vocab"].size() == 500);
+    CHECK(tj["model"]["ignore_merges"] == true);
+    CHECK(tj["added_tokens"].size() == 2);
+    CHECK(tj["post_processor"]["processors"][1]["single"][0]["SpecialToken"]["id"] == "<|begin_of_text|>");
+    CHECK(read_json(folder / "config.json")["architectures"][0] == "LlamaForCausalLM");
+    CHECK(read_json(folder / "config.json")["bos_token_id"] == 500);
+    const GgufFile a = GgufFile::open(gguf), b = GgufFile::open(to_gguf(folder, dir.path() / "back.gguf"));
+    CHECK(tokenizer_keys(a) == tokenizer_keys(b));
+    CHECK(tokenizer_keys(b).size() == 9);
+    check_same_tensors(a, b);
+}
