@@ -11,10 +11,12 @@
 
 #include "engine/core/error.h"
 #include "formats/arch/gemma_arch.h"
+#include "formats/arch/gpt2_arch.h"
 #include "formats/arch/llama_arch.h"
 #include "formats/arch/phi3_arch.h"
 #include "formats/arch/qwen2_arch.h"
 #include "formats/checkpoint/hf_llama.h"
+#include "formats/checkpoint/hf_tokenizer_writer.h"
 #include "formats/checkpoint/safetensors.h"
 #include "formats/io/atomic_file.h"
 
@@ -44,7 +46,7 @@ std::vector<std::byte> to_rotate_half(std::span<const std::byte> rows, int64_t n
 // 9.999999747378752e-06), which reads back as the same float.
 double shortest(float f) { return std::stod(fmt::format("{}", f)); }
 
-enum class Transform { None, RotateHalf, MinusOne };
+enum class Transform { None, RotateHalf, MinusOne, Transpose };
 
 struct Target {
     std::string hf;
@@ -58,6 +60,8 @@ struct Plan {
     std::set<std::string> into_config;
     Json config;
     int64_t head_dim = 0;
+    std::vector<std::pair<std::string, uint64_t>> zeros;  // HF tensors the file lacks (gpt2's absent biases): F32 zeros
+    std::vector<std::string> notes;
 };
 
 std::vector<float> floats_of(const CheckpointTensor& t) {
@@ -320,6 +324,66 @@ Plan gemma_plan(const arch::MetadataView& metadata) {
     return plan;
 }
 
+// gpt2 -> GPT2LMHeadModel: Conv1D matrices stored (in, out), so the four
+// per-layer matrices are transposed back; a head equal to the token embedding
+// (or absent) is tied; absent biases (nanoGPT's bias=False) are zeros, which
+// GPT2LMHeadModel cannot do without.
+Plan gpt2_plan(const Checkpoint& c, const arch::MetadataView& metadata) {
+    const arch::Gpt2Params p = arch::Gpt2Params::read(metadata);
+    Plan plan;
+    const arch::Gpt2Tensors<arch::TensorSpec> g =
+        arch::gpt2_tensors<arch::TensorSpec>(p, [](const arch::TensorSpec& s) { return s; });
+    size_t zeros = 0;
+    const auto affine = [&](const arch::Affine<arch::TensorSpec>& a, const std::string& hf, bool conv1d) {
+        plan.targets[a.weight.name] = {hf + ".weight", conv1d ? Transform::Transpose : Transform::None};
+        plan.targets[a.bias.name] = {hf + ".bias"};
+        if (find(c, a.bias.name) == nullptr) {
+            plan.zeros.emplace_back(hf + ".bias", a.bias.dims.at(0));
+            ++zeros;
+        }
+    };
+    plan.targets[g.token_embd.name] = {"transformer.wte.weight"};
+    plan.targets[g.position_embd.name] = {"transformer.wpe.weight"};
+    for (size_t i = 0; i < g.layers.size(); ++i) {
+        const auto& l = g.layers[i];
+        const std::string h = fmt::format("transformer.h.{}.", i);
+        affine(l.attn_norm, h + "ln_1", false);
+        affine(l.attn_qkv, h + "attn.c_attn", true);
+        affine(l.attn_output, h + "attn.c_proj", true);
+        affine(l.ffn_norm, h + "ln_2", false);
+        affine(l.ffn_up, h + "mlp.c_fc", true);
+        affine(l.ffn_down, h + "mlp.c_proj", true);
+    }
+    affine(g.output_norm, "transformer.ln_f", false);
+    if (zeros != 0)
+        plan.notes.push_back(fmt::format("{} biases the model lacks are written as zeros (GPT2LMHeadModel has every "
+                                         "bias); read back, they are zero tensors", zeros));
+    // Tied: no head, or the head is the embedding's bytes (kiln and llama.cpp's converters duplicate it).
+    const CheckpointTensor* embd = find(c, g.token_embd.name);
+    const CheckpointTensor* head = find(c, g.output.name);
+    const bool tied = head == nullptr || (embd != nullptr && head->type == embd->type && head->dims == embd->dims &&
+                                          std::equal(head->data.begin(), head->data.end(), embd->data.begin(),
+                                                     embd->data.end()));
+    if (tied) plan.into_config.insert(g.output.name);
+    else plan.targets[g.output.name] = {"lm_head.weight"};
+    Json& config = plan.config;
+    config["activation_function"] = "gelu_new";
+    config["architectures"] = {"GPT2LMHeadModel"};
+    config["bos_token_id"] = nullptr;  // set from the vocabulary, if any
+    config["eos_token_id"] = nullptr;
+    config["layer_norm_epsilon"] = shortest(p.norm_eps);
+    config["model_type"] = "gpt2";
+    config["n_ctx"] = p.n_ctx_train;
+    config["n_embd"] = p.dim;
+    config["n_head"] = p.n_heads;
+    config["n_inner"] = p.ffn_dim == 4 * p.dim ? Json(nullptr) : Json(p.ffn_dim);
+    config["n_layer"] = p.n_layers;
+    config["n_positions"] = p.n_ctx_train;
+    config["tie_word_embeddings"] = tied;
+    config["vocab_size"] = p.n_vocab;
+    return plan;
+}
+
 }  // namespace
 
 void export_hf_folder(const Checkpoint& c, const std::filesystem::path& folder, std::FILE* log) {
@@ -334,9 +398,16 @@ void export_hf_folder(const Checkpoint& c, const std::filesystem::path& folder, 
     else if (architecture == arch::kQwen2) plan = llama_plan(c, metadata, true);
     else if (architecture == arch::kPhi3) plan = phi3_plan(c, metadata);
     else if (architecture == arch::kGemma || architecture == arch::kGemma2) plan = gemma_plan(metadata);
+    else if (architecture == arch::kGpt2) plan = gpt2_plan(c, metadata);
     else
-        fail("convert", "--to safetensors exports llama, qwen2, phi3, gemma and gemma2 models; this one is '{}'",
-             architecture);
+        fail("convert", "--to safetensors exports llama, qwen2, phi3, gemma and gemma2 models; this one is '{}' "
+             "(gpt2 exports too, as GPT2LMHeadModel)", architecture);
+    // The vocabulary's files, decided (or refused) before anything is written.
+    const HfTokenizerFiles vocabulary = hf_tokenizer_files(c.metadata, architecture);
+    for (const auto& [key, id] : vocabulary.special_ids.items()) plan.config[key] = id;
+    if (architecture == arch::kQwen2 && vocabulary.model == "llama")
+        plan.notes.push_back("kiln reads a Qwen2ForCausalLM folder's tokenizer.json only: the tokenizer.model written "
+                             "here does not come back (give --tokenizer when converting the folder)");
 
     std::vector<std::vector<std::byte>> owned;
     std::vector<SafetensorsTensor> tensors;
@@ -360,6 +431,18 @@ void export_hf_folder(const Checkpoint& c, const std::filesystem::path& folder, 
             data = owned.back();
             out.type = DType::F32;
         }
+        if (target->second.transform == Transform::Transpose) {
+            // ggml [in, out] (rows of `in`) -> Conv1D's (in, out): out.shape is ggml's dims unreversed.
+            const size_t in = static_cast<size_t>(t.dims.at(0)), rows = static_cast<size_t>(t.dims.at(1));
+            const size_t size = data.size() / (in * rows);
+            std::vector<std::byte> transposed(data.size());
+            for (size_t r = 0; r < rows; ++r)
+                for (size_t i = 0; i < in; ++i)
+                    std::memcpy(transposed.data() + (i * rows + r) * size, data.data() + (r * in + i) * size, size);
+            owned.push_back(std::move(transposed));
+            data = owned.back();
+            out.shape = {t.dims[0], t.dims[1]};
+        }
         if (target->second.transform == Transform::RotateHalf) {
             const size_t rows = static_cast<size_t>(t.dims.size() == 1 ? t.dims[0] : t.dims.at(1));
             const int64_t heads = static_cast<int64_t>(rows) / plan.head_dim;
@@ -368,6 +451,10 @@ void export_hf_folder(const Checkpoint& c, const std::filesystem::path& folder, 
         }
         out.data = data;
         tensors.push_back(std::move(out));
+    }
+    for (const auto& [name, length] : plan.zeros) {
+        owned.emplace_back(length * sizeof(float));  // zero bytes are 0.0f
+        tensors.push_back({name, DType::F32, {length}, owned.back()});
     }
 
     std::error_code ec;
@@ -379,8 +466,30 @@ void export_hf_folder(const Checkpoint& c, const std::filesystem::path& folder, 
     const std::string text = plan.config.dump(2) + "\n";
     file.write(std::as_bytes(std::span(text.data(), text.size())));
     file.commit();
-    fmt::print(log, "kiln-convert: wrote {} (config.json, model.safetensors: {} tensors)\n", folder.string(),
-               tensors.size());
+    std::string written;
+    for (const auto& [name, bytes] : vocabulary.files) {
+        AtomicFile f(folder / name);
+        f.write(std::as_bytes(std::span(bytes.data(), bytes.size())));
+        f.commit();
+        written += ", " + name;
+    }
+    if (!vocabulary.special_ids.empty()) {
+        // As transformers' save_pretrained writes it for a model config with special ids.
+        Json generation;
+        generation["_from_model_config"] = true;
+        for (const auto& [key, id] : vocabulary.special_ids.items()) generation[key] = id;
+        AtomicFile f(folder / "generation_config.json");
+        const std::string g = generation.dump(2) + "\n";
+        f.write(std::as_bytes(std::span(g.data(), g.size())));
+        f.commit();
+        written += ", generation_config.json";
+    }
+    fmt::print(log, "kiln-convert: wrote {} (config.json, model.safetensors: {} tensors{})\n", folder.string(),
+               tensors.size(), written);
+    for (const std::string& note : plan.notes) fmt::print(log, "note: {}\n", note);
+    if (!vocabulary.has_vocabulary)
+        fmt::print(log, "note: the model has no vocabulary: no tokenizer files written\n");
+    for (const std::string& note : vocabulary.notes) fmt::print(log, "note: {}\n", note);
 }
 
 }  // namespace kiln::convert

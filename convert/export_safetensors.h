@@ -1,6 +1,6 @@
 #pragma once
 // kiln-convert's export: a GGUF (or any input kiln-convert reads) of the
-// llama, qwen2, phi3, gemma or gemma2 architecture as a Hugging Face folder
+// llama, qwen2, phi3, gemma, gemma2 or gpt2 architecture as a Hugging Face folder
 // (config.json + model.safetensors) that kiln-convert's HF readers
 // (formats/checkpoint/hf_*.h) turn back into the same GGUF, so a model made or
 // converted in kiln can go on in PyTorch:
@@ -14,6 +14,13 @@
 //             sliding_window 0 -> null
 //   gemma, gemma2 -> GemmaForCausalLM / Gemma2ForCausalLM: norms less 1 (F32),
 //             query_pre_attn_scalar as kiln's gemma2 scales queries
+//   gpt2   -> GPT2LMHeadModel: the four Conv1D matrices per layer transposed
+//             to (in, out); output.weight equal to (or absent beside) the token
+//             embedding = tied; absent biases written as zeros (noted)
+// The vocabulary goes with the weights (formats/checkpoint/hf_tokenizer_writer.h):
+// tokenizer.model or tokenizer.json, tokenizer_config.json, and its special
+// ids in config.json and generation_config.json; a char vocabulary is left
+// out with a note on the log.
 // What HF's class cannot express (say, q/k/v biases without an o bias in a
 // llama) is refused by name: kiln::Error("convert", ...).
 #include <cstdio>
@@ -23,8 +30,8 @@
 
 namespace kiln::convert {
 
-// Writes `folder`/config.json and `folder`/model.safetensors (the folder is
-// created if missing; its parent must exist). F32/F16/BF16 tensors keep their
+// Writes `folder`/config.json and `folder`/model.safetensors, and the
+// vocabulary's files (the folder is created if missing; its parent must exist). F32/F16/BF16 tensors keep their
 // type, bytes for bytes (Gemma's norms: F32 less 1); quantized tensors are
 // written as F32 (dequantized).
 void export_hf_folder(const Checkpoint& checkpoint, const std::filesystem::path& folder, std::FILE* log);

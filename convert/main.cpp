@@ -59,8 +59,14 @@ file's content, not its name):
   --to safetensors      write a Hugging Face folder (config.json + model.safetensors)
                         instead, for PyTorch: llama -> LlamaForCausalLM, qwen2 ->
                         Qwen2ForCausalLM, phi3 -> Phi3ForCausalLM, gemma/gemma2 ->
-                        GemmaForCausalLM/Gemma2ForCausalLM; float tensors keep their
-                        bytes (Gemma's norms less 1), quantized ones are written as f32
+                        GemmaForCausalLM/Gemma2ForCausalLM, gpt2 -> GPT2LMHeadModel
+                        (Conv1D weights, tied or untied head); float tensors keep their
+                        bytes (Gemma's norms less 1), quantized ones are written as f32.
+                        The vocabulary goes along: tokenizer.model (SentencePiece) or
+                        tokenizer.json (byte-level BPE; pre types gpt-2, llama-bpe,
+                        qwen2, smollm), tokenizer_config.json (chat template, special
+                        tokens, add_bos/eos) and the special ids in config.json and
+                        generation_config.json; a char vocabulary is left out (noted)
 
 inspect FILE            print a GGUF file's metadata, its tensors (name, type,
                         shape, bytes) and a one-line summary

@@ -247,9 +247,8 @@ TEST_CASE("export to safetensors and back is lossless for float models", "[conve
         CHECK(e->shape == t.shape);
         CHECK(std::equal(e->data.begin(), e->data.end(), t.data.begin(), t.data.end()));
     }
-    // And back to GGUF: every tensor as llama.cpp wrote it, the vocabulary copied from the original GGUF.
-    convert(fmt::format("{} -o {} --tokenizer {}", shell_quote(folder.string()), shell_quote(back.string()),
-                        shell_quote(model())));
+    // And back to GGUF: every tensor as llama.cpp wrote it, the vocabulary from the folder's tokenizer.model.
+    convert(fmt::format("{} -o {}", shell_quote(folder.string()), shell_quote(back.string())));
     const GgufFile original = GgufFile::open(model());
     const GgufFile round_trip = GgufFile::open(back);
     for (const GgufTensor& t : original.tensors()) {

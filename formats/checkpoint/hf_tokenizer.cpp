@@ -191,6 +191,8 @@ void add_hf_tokenizer_config(Checkpoint& checkpoint, const std::filesystem::path
     for (const GgufEntry& e : md)
         if (e.key == "tokenizer.ggml.tokens") tokens = e.value.as_array();
     if (tokens == nullptr) fail("tokenizer", "{}: there is no vocabulary to configure", where);
+    const GgufArray vocabulary = *tokens;  // md grows below (chat templates): keep no pointer into it
+    tokens = &vocabulary;
 
     if (const auto t = j.find("chat_template"); t != j.end() && !t->is_null()) {
         if (t->is_string()) {
