@@ -66,7 +66,7 @@ int64_t index_of(const Value& v, std::string_view what, int line) {
 bool is_mutating_method(const Value& object, const std::string& name) {
     static const char* const list_methods[] = {"append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse"};
     static const char* const dict_methods[] = {"pop", "popitem", "update", "setdefault", "clear"};
-    if (object.is_list() && !object.is_tuple())
+    if (object.is_list() && !object.is_tuple() && !object.is_iterator())
         return std::any_of(std::begin(list_methods), std::end(list_methods), [&](const char* m) { return name == m; });
     if (object.is_dict() && !object.is_namespace())
         return std::any_of(std::begin(dict_methods), std::end(dict_methods), [&](const char* m) { return name == m; });
@@ -188,7 +188,7 @@ Value dict_method(const Value& object, const std::string& name) {
                 if (name == "items") out.push_back(Value::list({k, v}, true));
                 else out.push_back(name == "keys" ? k : v);
             }
-            return Value::list(std::move(out));
+            return Value::iterator(std::move(out), "dict_" + name);
         });
     }
     if (name == "get") {
@@ -241,7 +241,7 @@ Value get_attribute(const Value& object, const std::string& name, int line) {
         return found ? *found : Value::undefined(object_name(object) + " has no attribute '" + name + "'");
     }
     if (object.is_string()) return string_method(object, name);
-    if (object.is_list()) return list_method(object, name);
+    if (object.is_list() && !object.is_iterator()) return list_method(object, name);
     return Value::undefined(object_name(object) + " has no attribute '" + name + "'");
 }
 
@@ -253,7 +253,7 @@ Value get_item(const Value& object, const Value& key, int line) {
         if (key.is_string() && !object.is_namespace()) return get_attribute(object, key.as_string(), line);
         return Value::undefined(object_name(object) + " has no attribute " + key.repr());
     }
-    if ((object.is_list() || object.is_string()) && (key.is_int() || key.is_bool())) {
+    if (((object.is_list() && !object.is_iterator()) || object.is_string()) && (key.is_int() || key.is_bool())) {
         int64_t i = key.as_int();
         if (object.is_list()) {
             const auto n = static_cast<int64_t>(object.items().size());
@@ -273,7 +273,8 @@ Value get_item(const Value& object, const Value& key, int line) {
 
 Value get_slice(const Value& object, const Value& start, const Value& stop, const Value& step, int line) {
     if (object.is_undefined()) fail_undefined(object, line);
-    if (!object.is_list() && !object.is_string()) fail("chat", "template line {}: cannot slice a {}", line, object.type_name());
+    if ((!object.is_list() && !object.is_string()) || object.is_iterator())
+        fail("chat", "template line {}: '{}' object is not subscriptable", line, object.type_name());
     const bool is_text = object.is_string();
     const std::vector<std::string> chars = is_text ? utf8_code_points(object.as_string()) : std::vector<std::string>{};
     const auto n = static_cast<int64_t>(is_text ? chars.size() : object.items().size());
@@ -335,7 +336,7 @@ bool python_less(const Value& a, const Value& b, int line) {
         return a.as_int() < b.as_int();
     }
     if (a.is_string() && b.is_string()) return a.as_string() < b.as_string();  // UTF-8 byte order is code point order
-    if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
+    if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple() && !a.is_iterator() && !b.is_iterator()) {
         const auto& x = a.items();
         const auto& y = b.items();
         for (size_t i = 0; i < x.size() && i < y.size(); ++i) {

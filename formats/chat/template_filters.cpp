@@ -144,7 +144,7 @@ Value apply_filter(const std::string& name, const Value& input, CallArgs& args) 
     if (name == "length" || name == "count") {
         reader.done();
         if (input.is_string()) return Value(static_cast<int64_t>(utf8_length(input.as_string())));
-        if (input.is_list()) return Value(static_cast<int64_t>(input.items().size()));
+        if (input.is_list() && !input.is_lazy()) return Value(static_cast<int64_t>(input.items().size()));
         if (input.is_dict()) return Value(static_cast<int64_t>(input.entries().entries.size()));
         if (input.is_undefined()) return Value(int64_t{0});
         fail("chat", "template line {}: object of type '{}' has no len()", line, input.type_name());
@@ -209,7 +209,7 @@ Value apply_filter(const std::string& name, const Value& input, CallArgs& args) 
         if (!input.is_dict() || input.is_namespace()) fail("chat", "template line {}: items: can only get item pairs from a mapping", line);
         ValueList out;
         for (const auto& [k, v] : input.entries().entries) out.push_back(Value::list({k, v}, true));
-        return Value::list(std::move(out));
+        return Value::iterator(std::move(out), "generator");
     }
     if (name == "dictsort") {
         const bool case_sensitive = reader.get(0, "case_sensitive", Value(false)).truthy();
@@ -229,6 +229,7 @@ Value apply_filter(const std::string& name, const Value& input, CallArgs& args) 
     if (name == "list") return result(Value::list(iterate(input, line)));
     if (name == "first" || name == "last") {
         reader.done();
+        if (name == "last" && input.is_lazy()) fail("chat", "template line {}: last: '{}' object is not reversible", line, input.type_name());
         const std::vector<Value> items = iterate(input, line);
         if (items.empty()) return Value::undefined("No " + name + " item, sequence was empty.");
         return name == "first" ? items.front() : items.back();
@@ -241,8 +242,11 @@ Value apply_filter(const std::string& name, const Value& input, CallArgs& args) 
             for (auto it = cps.rbegin(); it != cps.rend(); ++it) out += *it;
             return Value(std::move(out));
         }
+        if (input.is_lazy()) fail("chat", "template line {}: reverse: '{}' object is not reversible", line, input.type_name());
         std::vector<Value> items = iterate(input, line);
         std::reverse(items.begin(), items.end());
+        // reversed() of a list is an iterator; of a dict or view, jinja2 builds a list.
+        if (input.is_list() && !input.is_iterator()) return Value::iterator(std::move(items), "list_reverseiterator");
         return Value::list(std::move(items));
     }
     if (name == "sort") {
@@ -271,7 +275,7 @@ Value apply_filter(const std::string& name, const Value& input, CallArgs& args) 
             seen.push_back(key);
             out.push_back(item);
         }
-        return Value::list(std::move(out));
+        return Value::iterator(std::move(out), "generator");
     }
     if (name == "sum") {
         const Value attribute = reader.get(0, "attribute", Value::none());
@@ -326,7 +330,7 @@ Value apply_filter(const std::string& name, const Value& input, CallArgs& args) 
             const Value subject = by_attribute ? attribute_path(item, need_string(args.positional[0], name, line), line) : item;
             if (run_test(subject, args, by_attribute ? 1 : 0, line) == keep) out.push_back(item);
         }
-        return Value::list(std::move(out));
+        return Value::iterator(std::move(out), "generator");
     }
     if (name == "map") {
         ValueList out;
@@ -351,7 +355,7 @@ Value apply_filter(const std::string& name, const Value& input, CallArgs& args) 
                 out.push_back(apply_filter(filter, item, filter_args));
             }
         }
-        return Value::list(std::move(out));
+        return Value::iterator(std::move(out), "generator");
     }
     fail("chat", "template line {}: no filter named '{}'", line, name);
 }
@@ -375,7 +379,7 @@ bool apply_test(const std::string& name, const Value& input, CallArgs& args) {
     if (name == "string") return result(input.is_string());
     if (name == "mapping") return result(input.is_dict() && !input.is_namespace());
     if (name == "iterable") return result(input.is_list() || input.is_string() || (input.is_dict() && !input.is_namespace()) || input.is_undefined());
-    if (name == "sequence") return result(input.is_list() || input.is_string() || (input.is_dict() && !input.is_namespace()) || input.is_undefined());
+    if (name == "sequence") return result((input.is_list() && !input.is_iterator()) || input.is_string() || (input.is_dict() && !input.is_namespace()) || input.is_undefined());
     if (name == "callable") return result(input.is_callable());
     if (name == "escaped") return result(false);
     if (name == "lower") return result(input.is_string() && ascii_lower(input.as_string()) == input.as_string());

@@ -424,7 +424,7 @@ private:
                 check_size(a.as_string().size() + b.as_string().size(), line);
                 return Value(a.as_string() + b.as_string());
             }
-            if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
+            if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple() && !a.is_iterator() && !b.is_iterator()) {
                 check_size(a.footprint() + b.footprint(), line);
                 ValueList items = a.items();
                 items.insert(items.end(), b.items().begin(), b.items().end());
@@ -446,7 +446,7 @@ private:
                 return Value(r);
             }
             if (numbers) return Value(a.as_float() * b.as_float());
-            const bool a_seq = a.is_string() || a.is_list(), b_seq = b.is_string() || b.is_list();
+            const bool a_seq = a.is_string() || (a.is_list() && !a.is_iterator()), b_seq = b.is_string() || (b.is_list() && !b.is_iterator());
             if ((a_seq && (b.is_int() || b.is_bool())) || (b_seq && (a.is_int() || a.is_bool()))) {
                 const Value& seq = a_seq ? a : b;
                 const int64_t times = std::max<int64_t>(0, a_seq ? b.as_int() : a.as_int());

@@ -107,16 +107,16 @@ std::string python_float_repr(double value) {
     // repr uses positional notation for exponents in [-4, 16).
     if (exponent >= -4 && exponent < 16) {
         if (exponent < 0) {
-            out += "0." + std::string(static_cast<size_t>(-exponent - 1), '0') + digits;
+            (out += "0.").append(static_cast<size_t>(-exponent - 1), '0') += digits;
         } else if (static_cast<int>(digits.size()) <= exponent + 1) {
             out += digits + std::string(static_cast<size_t>(exponent + 1 - static_cast<int>(digits.size())), '0') + ".0";
         } else {
-            out += digits.substr(0, static_cast<size_t>(exponent + 1)) + "." + digits.substr(static_cast<size_t>(exponent + 1));
+            ((out += digits.substr(0, static_cast<size_t>(exponent + 1))) += '.') += digits.substr(static_cast<size_t>(exponent + 1));
         }
         return out;
     }
     out += digits.substr(0, 1);
-    if (digits.size() > 1) out += "." + digits.substr(1);
+    if (digits.size() > 1) (out += '.') += digits.substr(1);
     char exp_buffer[16];
     std::snprintf(exp_buffer, sizeof exp_buffer, "e%c%02d", exponent < 0 ? '-' : '+', std::abs(exponent));
     return out + exp_buffer;
@@ -172,6 +172,12 @@ Value Value::list(ValueList items, bool tuple) {
     if (items.empty()) v.nesting_ = 1;
     v.list_ = std::make_shared<ValueList>(std::move(items));
     v.tuple_ = tuple;
+    return v;
+}
+
+Value Value::iterator(ValueList items, std::string python_type) {
+    Value v = list(std::move(items));
+    v.text_ = std::move(python_type);
     return v;
 }
 
@@ -232,7 +238,7 @@ bool Value::truthy() const {
         case Kind::integer: return int_ != 0;
         case Kind::floating: return float_ != 0;
         case Kind::string: return !text_.empty();
-        case Kind::list: return !list_->empty();
+        case Kind::list: return is_lazy() || !list_->empty();
         case Kind::dict: return namespace_ || !dict_->entries.empty();
         case Kind::callable: return true;
     }
@@ -256,13 +262,14 @@ std::string Value::repr() const {
         case Kind::floating: return python_float_repr(float_);
         case Kind::string: return python_string_repr(text_);
         case Kind::list: {
-            std::string out = tuple_ ? "(" : "[";
+            if (is_lazy()) return "<" + text_ + " object>";
+            std::string out = is_iterator() ? text_ + "([" : tuple_ ? "(" : "[";
             for (size_t i = 0; i < list_->size(); ++i) {
                 if (i) out += ", ";
                 out += (*list_)[i].repr();
             }
             if (tuple_ && list_->size() == 1) out += ",";
-            return out + (tuple_ ? ")" : "]");
+            return out + (is_iterator() ? "])" : tuple_ ? ")" : "]");
         }
         case Kind::dict: {
             std::string out = namespace_ ? "<Namespace {" : "{";
@@ -287,7 +294,7 @@ std::string Value::type_name() const {
         case Kind::integer: return "int";
         case Kind::floating: return "float";
         case Kind::string: return "str";
-        case Kind::list: return tuple_ ? "tuple" : "list";
+        case Kind::list: return is_iterator() ? text_ : tuple_ ? "tuple" : "list";
         case Kind::dict: return namespace_ ? "Namespace" : "dict";
         case Kind::callable: return "function";
     }
@@ -305,6 +312,7 @@ bool Value::equals(const Value& other) const {
         case Kind::none: return true;
         case Kind::string: return text_ == other.text_;
         case Kind::list: {
+            if (is_iterator() || other.is_iterator()) return list_ == other.list_;
             if (tuple_ != other.tuple_ || list_->size() != other.list_->size()) return false;
             for (size_t i = 0; i < list_->size(); ++i)
                 if (!(*list_)[i].equals((*other.list_)[i])) return false;
@@ -345,6 +353,7 @@ void Value::dump_json(std::string& out, const std::optional<std::string>& indent
         case Kind::floating: out += json_float(float_); return;
         case Kind::string: json_string(out, text_); return;
         case Kind::list: {
+            if (is_iterator()) break;
             if (list_->empty()) {
                 out += "[]";
                 return;

@@ -64,6 +64,11 @@ public:
     Value(std::string_view s) : kind_(Kind::string), footprint_(s.size()), text_(s) {}
     Value(const char* s) : Value(std::string_view(s)) {}
     static Value list(ValueList items, bool tuple = false);
+    // What jinja2's map/select/unique/items filters (generators), reverse
+    // (list_reverseiterator) and dict.items()/keys()/values() (views) return:
+    // iterable, but neither indexable nor JSON; a generator has no len() and
+    // is always true. `python_type` is the type's name.
+    static Value iterator(ValueList items, std::string python_type);
     static Value dict(ValueDict entries = {});
     static Value namespace_object(ValueDict entries);
     static Value function(std::string name, std::function<Value(CallArgs&)> call);
@@ -79,6 +84,10 @@ public:
     bool is_string() const noexcept { return kind_ == Kind::string; }
     bool is_list() const noexcept { return kind_ == Kind::list; }
     bool is_tuple() const noexcept { return kind_ == Kind::list && tuple_; }
+    // A generator, reverse iterator or dict view rather than a list (see iterator()).
+    bool is_iterator() const noexcept { return kind_ == Kind::list && !text_.empty(); }
+    // A generator or reverse iterator: no len(), always true.
+    bool is_lazy() const noexcept { return is_iterator() && text_.rfind("dict_", 0) != 0; }
     bool is_dict() const noexcept { return kind_ == Kind::dict; }
     bool is_namespace() const noexcept { return kind_ == Kind::dict && namespace_; }
     bool is_callable() const noexcept { return kind_ == Kind::callable; }
