@@ -46,8 +46,10 @@ std::string first_difference(const std::string& got, const std::string& want) {
     size_t i = 0;
     while (i < got.size() && i < want.size() && got[i] == want[i]) ++i;
     const size_t from = i > 40 ? i - 40 : 0;
-    return "at byte " + std::to_string(i) + "\n  kiln:   " + ordered_json(got.substr(from, 100)).dump() +
-           "\n  jinja2: " + ordered_json(want.substr(from, 100)).dump();
+    const auto quoted = [](const std::string& text) {
+        return ordered_json(text).dump(-1, ' ', false, ordered_json::error_handler_t::replace);
+    };
+    return "at byte " + std::to_string(i) + "\n  kiln:   " + quoted(got.substr(from, 100)) + "\n  jinja2: " + quoted(want.substr(from, 100));
 }
 
 }  // namespace
@@ -75,16 +77,17 @@ TEST_CASE("chat templates render as Hugging Face's jinja2 does", "[chat_template
         } catch (const kiln::Error& e) {
             error = e.what();
         }
+        std::string detail;
         if (c.contains("output")) {
             const std::string want = c["output"];
-            INFO("kiln error: " << error);
-            if (error.empty() && got != want) INFO(first_difference(got, want));
+            detail = error.empty() ? first_difference(got, want) : "kiln error: " + error;
             passed = error.empty() && got == want;
         } else {
-            INFO("jinja2 error (" << c["error_kind"].get<std::string>() << "): " << c["error"].get<std::string>() << "\nkiln: " << error);
+            detail = "jinja2 error (" + c["error_kind"].get<std::string>() + "): " + c["error"].get<std::string>() + "\nkiln: " + error;
             passed = !error.empty() && error.find('\n') == std::string::npos;
             if (c["error_kind"] == "raise_exception") passed = passed && error.find(c["error"].get<std::string>()) != std::string::npos;
         }
+        INFO(detail);
         CHECK(passed);
         ++tally[name].second;
         if (passed) ++tally[name].first;

@@ -165,7 +165,8 @@ Value apply_filter(const std::string& name, const Value& input, CallArgs& args) 
         name != "escape" && name != "title" && name != "capitalize" && name != "indent" && name != "replace") {
         fail_undefined(input, line);
     }
-    if (name == "string" || name == "safe") return result(Value(input.str()));
+    if (name == "string") return result(input.is_string() ? input : Value(input.str()));
+    if (name == "safe") return result(Value::markup(input.str()));
     if (name == "trim") {
         const Value chars = reader.get(0, "chars", Value::none());
         return result(Value(python_strip(input.str(), chars.is_none() ? nullptr : &need_string(chars, "trim", line), true, true)));
@@ -174,7 +175,7 @@ Value apply_filter(const std::string& name, const Value& input, CallArgs& args) 
     if (name == "lower") return result(Value(ascii_lower(input.str())));
     if (name == "title") return result(Value(python_title(input.str())));
     if (name == "capitalize") return result(Value(python_capitalize(input.str())));
-    if (name == "e" || name == "escape") return result(Value(html_escape(input.str())));
+    if (name == "e" || name == "escape") return result(input.is_markup() ? input : Value::markup(html_escape(input.str())));
     if (name == "replace") {
         const Value old_text = reader.get(0, "old"), new_text = reader.get(1, "new"), count = reader.get(2, "count", Value::none());
         reader.done();
@@ -326,6 +327,7 @@ Value apply_filter(const std::string& name, const Value& input, CallArgs& args) 
         if (!args.keyword.empty()) fail("chat", "template line {}: {} takes no keyword arguments", line, name);
         if (by_attribute && args.positional.empty()) fail("chat", "template line {}: {} needs an attribute", line, name);
         ValueList out;
+        if (!input.truthy()) return Value::iterator({}, "generator");  // jinja2 walks only a true value
         for (const Value& item : iterate(input, line)) {
             const Value subject = by_attribute ? attribute_path(item, need_string(args.positional[0], name, line), line) : item;
             if (run_test(subject, args, by_attribute ? 1 : 0, line) == keep) out.push_back(item);
@@ -334,7 +336,7 @@ Value apply_filter(const std::string& name, const Value& input, CallArgs& args) 
     }
     if (name == "map") {
         ValueList out;
-        const std::vector<Value> items = iterate(input, line);
+        const std::vector<Value> items = input.truthy() ? iterate(input, line) : std::vector<Value>{};
         if (args.positional.empty()) {
             const Value attribute = reader.get(99, "attribute");
             const Value fallback = reader.get(99, "default");

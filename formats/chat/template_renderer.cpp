@@ -6,6 +6,7 @@
 
 #include "engine/core/error.h"
 #include "formats/chat/template_builtins.h"
+#include "formats/chat/template_text.h"
 
 namespace kiln::chat {
 
@@ -422,7 +423,13 @@ private:
             if (numbers) return Value(a.as_float() + b.as_float());
             if (a.is_string() && b.is_string()) {
                 check_size(a.as_string().size() + b.as_string().size(), line);
-                return Value(a.as_string() + b.as_string());
+                if (a.is_markup() != b.is_markup()) {
+                    // Markup + str escapes the str (markupsafe); the sum is Markup.
+                    const std::string left = a.is_markup() ? a.as_string() : html_escape(a.as_string());
+                    const std::string right = b.is_markup() ? b.as_string() : html_escape(b.as_string());
+                    return Value::markup(left + right);
+                }
+                return a.is_markup() ? Value::markup(a.as_string() + b.as_string()) : Value(a.as_string() + b.as_string());
             }
             if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple() && !a.is_iterator() && !b.is_iterator()) {
                 check_size(a.footprint() + b.footprint(), line);
@@ -455,7 +462,7 @@ private:
                 if (seq.is_string()) {
                     std::string out;
                     for (int64_t i = 0; i < times; ++i) out += seq.as_string();
-                    return Value(std::move(out));
+                    return seq.is_markup() ? Value::markup(std::move(out)) : Value(std::move(out));
                 }
                 ValueList items;
                 for (int64_t i = 0; i < times; ++i) items.insert(items.end(), seq.items().begin(), seq.items().end());

@@ -63,6 +63,13 @@ public:
     Value(std::string s) : kind_(Kind::string), footprint_(s.size()), text_(std::move(s)) {}
     Value(std::string_view s) : kind_(Kind::string), footprint_(s.size()), text_(s) {}
     Value(const char* s) : Value(std::string_view(s)) {}
+    // markupsafe's Markup, which |safe and |escape make: a str that escapes
+    // the plain str added to it ("a"|safe + "<b>" is "a&lt;b&gt;").
+    static Value markup(std::string text) {
+        Value v(std::move(text));
+        v.markup_ = true;
+        return v;
+    }
     static Value list(ValueList items, bool tuple = false);
     // What jinja2's map/select/unique/items filters (generators), reverse
     // (list_reverseiterator) and dict.items()/keys()/values() (views) return:
@@ -82,6 +89,7 @@ public:
     bool is_float() const noexcept { return kind_ == Kind::floating; }
     bool is_number() const noexcept { return is_bool() || is_int() || is_float(); }  // Python's Number includes bool
     bool is_string() const noexcept { return kind_ == Kind::string; }
+    bool is_markup() const noexcept { return kind_ == Kind::string && markup_; }
     bool is_list() const noexcept { return kind_ == Kind::list; }
     bool is_tuple() const noexcept { return kind_ == Kind::list && tuple_; }
     // A generator, reverse iterator or dict view rather than a list (see iterator()).
@@ -129,6 +137,7 @@ private:
     Kind kind_ = Kind::undefined;
     bool tuple_ = false;
     bool namespace_ = false;
+    bool markup_ = false;
     int nesting_ = 0;
     size_t footprint_ = 0;
     int64_t int_ = 0;
