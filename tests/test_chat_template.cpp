@@ -101,3 +101,39 @@ TEST_CASE("chat templates render as Hugging Face's jinja2 does", "[chat_template
     std::printf("chat templates: %d/%d template x conversation cases identical to jinja2\n", passed, total);
     CHECK(total == 272);
 }
+
+TEST_CASE("chat template language pieces match jinja2", "[chat_template]") {
+    // Small templates on odd corners (whitespace control, Python printing,
+    // undefined values, slicing, filters, loops, macros, errors) from the same script.
+    const ordered_json fixture = ordered_json::parse(read_text(kiln::test::fixtures_dir() / "chat_templates" / "expected.json"));
+    const ordered_json& context = fixture["snippet_context"];
+    int passed = 0, total = 0;
+    for (const ordered_json& c : fixture["snippets"]) {
+        const std::string source = c["template"];
+        kiln::ChatTemplateOptions options;
+        options.extra_context = context;
+        options.now = fixed_now();
+        std::string got, error;
+        try {
+            got = kiln::ChatTemplate(source).apply(ordered_json::array(), options);
+        } catch (const kiln::Error& e) {
+            error = e.what();
+        }
+        bool ok;
+        std::string detail;
+        if (c.contains("output")) {
+            ok = error.empty() && got == c["output"].get<std::string>();
+            detail = error.empty() ? first_difference(got, c["output"]) : "kiln error: " + error;
+        } else {
+            ok = !error.empty() && error.find('\n') == std::string::npos && error.find("template line ") != std::string::npos;
+            if (c["error_kind"] == "raise_exception") ok = ok && error.find(c["error"].get<std::string>()) != std::string::npos;
+            detail = "jinja2: " + c["error"].get<std::string>() + "\nkiln: " + error;
+        }
+        INFO("template: " << source);
+        INFO(detail);
+        CHECK(ok);
+        passed += ok;
+        ++total;
+    }
+    std::printf("chat template snippets: %d/%d identical to jinja2\n", passed, total);
+}

@@ -121,8 +121,8 @@ Value string_method(const Value& object, const std::string& name) {
         name == "isdigit" || name == "isspace" || name == "isalpha" || name == "isalnum") {
         return bind([text, name](CallArgs& args) {
             ArgReader(args, name).done();
-            if (name == "upper") return Value(ascii_upper(text));
-            if (name == "lower") return Value(ascii_lower(text));
+            if (name == "upper") return Value(python_upper(text));
+            if (name == "lower") return Value(python_lower(text));
             if (name == "title") return Value(python_title(text));
             if (name == "capitalize") return Value(python_capitalize(text));
             if (name == "splitlines") {

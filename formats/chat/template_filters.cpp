@@ -51,7 +51,7 @@ Value attribute_path(const Value& item, const std::string& path, int line) {
 
 // Python's str.lower() on strings for the case-insensitive sort and unique.
 Value fold_case(const Value& v, bool case_sensitive) {
-    return !case_sensitive && v.is_string() ? Value(ascii_lower(v.as_string())) : v;
+    return !case_sensitive && v.is_string() ? Value(python_lower(v.as_string())) : v;
 }
 
 // The optional test and its arguments of select/reject (from `first` on).
@@ -171,8 +171,8 @@ Value apply_filter(const std::string& name, const Value& input, CallArgs& args) 
         const Value chars = reader.get(0, "chars", Value::none());
         return result(Value(python_strip(input.str(), chars.is_none() ? nullptr : &need_string(chars, "trim", line), true, true)));
     }
-    if (name == "upper") return result(Value(ascii_upper(input.str())));
-    if (name == "lower") return result(Value(ascii_lower(input.str())));
+    if (name == "upper") return result(Value(python_upper(input.str())));
+    if (name == "lower") return result(Value(python_lower(input.str())));
     if (name == "title") return result(Value(python_title(input.str())));
     if (name == "capitalize") return result(Value(python_capitalize(input.str())));
     if (name == "e" || name == "escape") return result(input.is_markup() ? input : Value::markup(html_escape(input.str())));
@@ -384,8 +384,8 @@ bool apply_test(const std::string& name, const Value& input, CallArgs& args) {
     if (name == "sequence") return result((input.is_list() && !input.is_iterator()) || input.is_string() || (input.is_dict() && !input.is_namespace()) || input.is_undefined());
     if (name == "callable") return result(input.is_callable());
     if (name == "escaped") return result(false);
-    if (name == "lower") return result(input.is_string() && ascii_lower(input.as_string()) == input.as_string());
-    if (name == "upper") return result(input.is_string() && ascii_upper(input.as_string()) == input.as_string());
+    if (name == "lower") return result(input.is_string() && python_lower(input.as_string()) == input.as_string());
+    if (name == "upper") return result(input.is_string() && python_upper(input.as_string()) == input.as_string());
     if (name == "even" || name == "odd") {
         reader.done();
         if (input.is_undefined()) fail_undefined(input, line);

@@ -275,7 +275,7 @@ private:
         auto tuple = make_expr(Expr::Kind::tuple, start);
         tuple->children.push_back(std::move(first));
         while (accept_symbol(",")) {
-            if (!peek() || at_name("if")) break;
+            if (!peek() || at_name("if") || at_symbol(")")) break;  // "(1,)" and a trailing comma
             tuple->children.push_back(with_conditional ? parse_conditional() : parse_or());
         }
         return tuple;

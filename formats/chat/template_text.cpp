@@ -8,9 +8,6 @@ namespace {
 
 // Python's str.isspace() for ASCII; the separators 0x1c-0x1f count too.
 bool is_python_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f); }
-bool is_ascii_letter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
-char to_upper(char c) { return c >= 'a' && c <= 'z' ? static_cast<char>(c - 32) : c; }
-char to_lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c; }
 
 }  // namespace
 
@@ -149,36 +146,106 @@ int64_t python_count(std::string_view text, std::string_view sub) {
     return n;
 }
 
-std::string ascii_upper(std::string_view text) {
-    std::string out(text);
-    for (char& c : out) c = to_upper(c);
-    return out;
+namespace {
+
+// Simple case mappings of Latin-1, Latin Extended-A, Greek and Cyrillic
+// (Python maps every script; these are the ones chat text meets most).
+uint32_t upper_code_point(uint32_t c) {
+    if (c >= 'a' && c <= 'z') return c - 32;
+    if ((c >= 0xE0 && c <= 0xFE && c != 0xF7)) return c - 32;
+    if (c == 0xFF) return 0x178;
+    if (c >= 0x100 && c <= 0x17F && c != 0x130 && c != 0x131 && c != 0x138 && c != 0x149 && c != 0x17F) {
+        const bool odd_lower = (c >= 0x100 && c <= 0x137) || (c >= 0x14A && c <= 0x177);
+        if (odd_lower) return (c & 1) ? c - 1 : c;
+        return (c & 1) ? c : c - 1;  // 0x139-0x148 and 0x179-0x17E pair an odd upper with an even lower
+    }
+    if (c >= 0x3B1 && c <= 0x3C9 && c != 0x3C2) return c - 32;
+    if (c == 0x3C2) return 0x3A3;
+    if (c >= 0x430 && c <= 0x44F) return c - 32;
+    if (c >= 0x450 && c <= 0x45F) return c - 80;
+    return c;
 }
 
-std::string ascii_lower(std::string_view text) {
-    std::string out(text);
-    for (char& c : out) c = to_lower(c);
-    return out;
+uint32_t lower_code_point(uint32_t c) {
+    if (c >= 'A' && c <= 'Z') return c + 32;
+    if ((c >= 0xC0 && c <= 0xDE && c != 0xD7)) return c + 32;
+    if (c == 0x178) return 0xFF;
+    if (c >= 0x100 && c <= 0x17F && c != 0x130 && c != 0x131 && c != 0x138 && c != 0x149 && c != 0x17F) {
+        const bool even_upper = (c >= 0x100 && c <= 0x137) || (c >= 0x14A && c <= 0x177);
+        if (even_upper) return (c & 1) ? c : c + 1;
+        return (c & 1) ? c + 1 : c;
+    }
+    if (c >= 0x391 && c <= 0x3A9 && c != 0x3A2) return c + 32;
+    if (c >= 0x410 && c <= 0x42F) return c + 32;
+    if (c >= 0x400 && c <= 0x40F) return c + 80;
+    return c;
 }
 
-std::string python_title(std::string_view text) {
-    std::string out(text);
+bool is_cased(uint32_t c) { return upper_code_point(c) != c || lower_code_point(c) != c; }
+
+uint32_t decode(std::string_view cp) {
+    const auto b = [&](size_t i) { return static_cast<uint32_t>(static_cast<unsigned char>(cp[i])); };
+    if (cp.size() == 2) return ((b(0) & 0x1F) << 6) | (b(1) & 0x3F);
+    if (cp.size() == 3) return ((b(0) & 0x0F) << 12) | ((b(1) & 0x3F) << 6) | (b(2) & 0x3F);
+    if (cp.size() == 4) return ((b(0) & 0x07) << 18) | ((b(1) & 0x3F) << 12) | ((b(2) & 0x3F) << 6) | (b(3) & 0x3F);
+    return b(0);
+}
+
+void encode(std::string& out, uint32_t c) {
+    if (c < 0x80) {
+        out += static_cast<char>(c);
+    } else if (c < 0x800) {
+        out += static_cast<char>(0xC0 | (c >> 6));
+        out += static_cast<char>(0x80 | (c & 0x3F));
+    } else if (c < 0x10000) {
+        out += static_cast<char>(0xE0 | (c >> 12));
+        out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+        out += static_cast<char>(0x80 | (c & 0x3F));
+    } else {
+        out += static_cast<char>(0xF0 | (c >> 18));
+        out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
+        out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+        out += static_cast<char>(0x80 | (c & 0x3F));
+    }
+}
+
+// Maps each code point; `upper_next` says, given whether the previous code
+// point was cased, whether this one goes to upper case.
+template <typename Rule>
+std::string map_case(std::string_view text, Rule upper_next) {
+    std::string out;
+    out.reserve(text.size());
     bool previous_cased = false;
-    for (char& c : out) {
-        if (is_ascii_letter(c)) {
-            c = previous_cased ? to_lower(c) : to_upper(c);
-            previous_cased = true;
+    size_t index = 0;
+    for (const std::string& cp : utf8_code_points(text)) {
+        const uint32_t c = decode(cp);
+        if (c < 0x80 && !is_cased(c)) {
+            out += cp;
         } else {
-            previous_cased = false;
+            encode(out, upper_next(previous_cased, index) ? upper_code_point(c) : lower_code_point(c));
         }
+        previous_cased = is_cased(c);
+        ++index;
     }
     return out;
 }
 
+}  // namespace
+
+std::string python_upper(std::string_view text) {
+    return map_case(text, [](bool, size_t) { return true; });
+}
+
+std::string python_lower(std::string_view text) {
+    return map_case(text, [](bool, size_t) { return false; });
+}
+
+std::string python_title(std::string_view text) {
+    return map_case(text, [](bool previous_cased, size_t) { return !previous_cased; });
+}
+
 std::string python_capitalize(std::string_view text) {
-    std::string out = ascii_lower(text);
-    if (!out.empty()) out[0] = to_upper(out[0]);
-    return out;
+    return map_case(text, [](bool, size_t index) { return index == 0; });
 }
 
 std::string html_escape(std::string_view text) {
