@@ -116,11 +116,16 @@ private:
         piece.kind = type == '{' ? Piece::Kind::output : Piece::Kind::statement;
         piece.line = start_line;
         const std::string_view close = type == '{' ? "}}" : "%}";
-        int depth = 0;  // open brackets: a "}}" inside a dict literal does not end the tag
+        int depth = 0;  // open brackets: a "}}" inside a dict literal does not end the tag (as in jinja2)
+        std::vector<std::pair<std::string, int>> open_brackets;
         while (true) {
             while (pos_ < src_.size() && is_space(src_[pos_])) advance_to(pos_ + 1);
-            if (pos_ >= src_.size())
+            if (pos_ >= src_.size()) {
+                if (!open_brackets.empty())
+                    fail("chat", "template line {}: '{}' is never closed (the tag opened on line {} runs to the end of the template)",
+                         open_brackets.back().second, open_brackets.back().first, start_line);
                 fail("chat", "template line {}: tag '{}' is never closed with '{}'", start_line, type == '{' ? "{{" : "{%", close);
+            }
             if (depth == 0) {
                 char sign = '\0';
                 size_t at = pos_;
@@ -133,8 +138,19 @@ private:
             }
             Token token = read_token(start_line);
             if (token.kind == Token::Kind::symbol) {
-                if (token.text == "(" || token.text == "[" || token.text == "{") ++depth;
-                if ((token.text == ")" || token.text == "]" || token.text == "}") && depth > 0) --depth;
+                if (token.text == "(" || token.text == "[" || token.text == "{") {
+                    ++depth;
+                    open_brackets.emplace_back(token.text, token.line);
+                }
+                if ((token.text == ")" || token.text == "]" || token.text == "}") && depth > 0) {
+                    const std::string& open = open_brackets.back().first;
+                    const std::string expected = open == "(" ? ")" : open == "[" ? "]" : "}";
+                    if (token.text != expected)
+                        fail("chat", "template line {}: unexpected '{}' (expected '{}' to close the '{}' of line {})", token.line, token.text,
+                             expected, open, open_brackets.back().second);
+                    --depth;
+                    open_brackets.pop_back();
+                }
             }
             piece.tokens.push_back(std::move(token));
         }

@@ -96,6 +96,14 @@ private:
     // current tag, cursor after the keyword); `opener` names the block for errors.
     Body parse_body(std::initializer_list<std::string_view> stops, std::string& found, std::string_view opener, int opener_line) {
         DepthGuard guard(*this, opener_line);
+        if (stops.size() > 0) open_blocks_.push_back({std::string(opener), opener_line, std::string(*(stops.end() - 1))});
+        struct Pop {
+            std::vector<OpenBlock>& blocks;
+            bool active;
+            ~Pop() {
+                if (active) blocks.pop_back();
+            }
+        } pop{open_blocks_, stops.size() > 0};
         Body body;
         while (index_ < pieces_.size()) {
             Piece& piece = pieces_[index_++];
@@ -235,6 +243,11 @@ private:
             node->kind = keyword == "break" ? Node::Kind::break_loop : Node::Kind::continue_loop;
             expect_tag_end(keyword);
         } else if (keyword.rfind("end", 0) == 0 || keyword == "elif" || keyword == "else") {
+            if (!open_blocks_.empty()) {
+                const OpenBlock& open = open_blocks_.back();
+                fail("chat", "template line {}: unexpected '{{% {} %}}': the '{{% {} %}}' opened on line {} needs '{{% {} %}}' first", line,
+                     keyword, open.opener, open.line, open.closer);
+            }
             fail("chat", "template line {}: '{{% {} %}}' without a block to close", line, keyword);
         } else {
             fail("chat", "template line {}: statement '{}' is not supported", line, keyword);
@@ -604,6 +617,12 @@ private:
         }
     }
 
+    struct OpenBlock {
+        std::string opener;
+        int line;
+        std::string closer;
+    };
+    std::vector<OpenBlock> open_blocks_;  // the blocks being parsed, innermost last
     std::vector<Piece> pieces_;
     size_t index_ = 0;
     const std::vector<Token>* tokens_ = nullptr;
