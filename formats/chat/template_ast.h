@@ -62,7 +62,7 @@ struct Node {
         macro,         // {% macro name(params) %} body
         call_block,    // {% call(params) expr %} body
         filter_block,  // {% filter expr %} body
-        scope_block,   // a body rendered as is ({% generation %})
+        scope_block,   // a body with its own variables: {% with params %} (names and values) or {% generation %}
         break_loop,
         continue_loop,
     };

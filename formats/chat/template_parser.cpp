@@ -238,6 +238,18 @@ private:
             expect_tag_end("generation");
             node->body = parse_body({"endgeneration"}, found, "generation", line);
             expect_tag_end("endgeneration");
+        } else if (keyword == "with") {
+            node->kind = Node::Kind::scope_block;
+            while (peek()) {
+                if (!node->params.empty()) expect_symbol(",", "between 'with' assignments");
+                MacroParam assignment;
+                assignment.name = expect_name("to assign in 'with'");
+                expect_symbol("=", "in a 'with' assignment");
+                assignment.default_value = parse_conditional();
+                node->params.push_back(std::move(assignment));
+            }
+            node->body = parse_body({"endwith"}, found, "with", line);
+            expect_tag_end("endwith");
         } else if (keyword == "break" || keyword == "continue") {
             if (loop_depth_ == 0) fail("chat", "template line {}: '{}' outside a for loop", line, keyword);
             node->kind = keyword == "break" ? Node::Kind::break_loop : Node::Kind::continue_loop;

@@ -86,7 +86,7 @@ private:
                     if (!condition || eval(*condition).truthy()) return render_body(body, out);
                 }
                 return Flow::normal;
-            case Node::Kind::for_loop: render_for(node, out); return Flow::normal;
+            case Node::Kind::for_loop: return render_for(node, out);
             case Node::Kind::set: {
                 Value value = eval(*node.expr);
                 if (!node.attribute.empty()) {
@@ -121,7 +121,12 @@ private:
                 append(out, eval_with_input(*node.expr, Value(std::move(captured))).str(), node.line);
                 return Flow::normal;
             }
-            case Node::Kind::scope_block: return render_body(node.body, out);
+            case Node::Kind::scope_block: {
+                // The values are computed in the enclosing scope, then bound in the block's own.
+                std::vector<std::pair<std::string, Value>> bindings;
+                for (const MacroParam& p : node.params) bindings.emplace_back(p.name, eval(*p.default_value));
+                return render_scoped(node.body, out, std::move(bindings));
+            }
             case Node::Kind::break_loop: return Flow::break_loop;
             case Node::Kind::continue_loop: return Flow::continue_loop;
         }
@@ -129,16 +134,18 @@ private:
     }
 
     // Renders `body` into `out` with its own variables (a block set's or filter's body).
-    void render_scoped(const Body& body, std::string& out) {
+    Flow render_scoped(const Body& body, std::string& out, std::vector<std::pair<std::string, Value>> bindings = {}) {
         auto saved = scope_;
-        scope_ = std::make_shared<Scope>(Scope{saved, {}});
+        scope_ = std::make_shared<Scope>(Scope{saved, std::move(bindings)});
+        Flow flow;
         try {
-            render_body(body, out);
+            flow = render_body(body, out);
         } catch (...) {
             scope_ = saved;
             throw;
         }
         scope_ = saved;
+        return flow;
     }
 
     static bool contains_namespace(const Value& v) {
@@ -168,7 +175,8 @@ private:
             fail("chat", "template line {}: more than the limit of {} loop iterations", line, options_.limits.max_loop_iterations);
     }
 
-    void render_for(const Node& node, std::string& out) {
+    // Returns how the loop's else body ended: a break there belongs to an outer loop.
+    Flow render_for(const Node& node, std::string& out) {
         std::vector<Value> items = iterate(eval(*node.expr), node.line);
         const auto outer = scope_;
         const auto restore = [&] { scope_ = outer; };
@@ -211,11 +219,12 @@ private:
                 if (render_body(node.body, out) == Flow::break_loop) break;
             }
             restore();
-            if (n == 0 && !node.else_body.empty()) render_scoped(node.else_body, out);
+            if (n == 0 && !node.else_body.empty()) return render_scoped(node.else_body, out);
         } catch (...) {
             restore();
             throw;
         }
+        return Flow::normal;
     }
 
     // A macro (or a call block's caller) as a callable closing over the scope it was defined in.

@@ -9,16 +9,45 @@ namespace {
 // Python's str.isspace() for ASCII; the separators 0x1c-0x1f count too.
 bool is_python_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f); }
 
+// str.isspace() of one code point (UTF-8 bytes): the ASCII ones, NEL, NBSP,
+// the Unicode space separators, line and paragraph separators.
+bool is_python_space(std::string_view cp) {
+    if (cp.size() == 1) return is_python_space(cp[0]);
+    static const char* const spaces[] = {"\u0085", "\u00a0", "\u1680", "\u2000", "\u2001", "\u2002", "\u2003", "\u2004",
+                                         "\u2005", "\u2006", "\u2007", "\u2008", "\u2009", "\u200a", "\u2028", "\u2029",
+                                         "\u202f", "\u205f", "\u3000"};
+    for (const char* space : spaces)
+        if (cp == space) return true;
+    return false;
+}
+
+// The code points of `text` with whether each is whitespace.
+std::vector<std::pair<std::string, bool>> classify(std::string_view text) {
+    std::vector<std::pair<std::string, bool>> out;
+    for (std::string& cp : utf8_code_points(text)) {
+        const bool space = is_python_space(std::string_view(cp));
+        out.emplace_back(std::move(cp), space);
+    }
+    return out;
+}
+
+std::string join(const std::vector<std::pair<std::string, bool>>& cps, size_t begin, size_t end) {
+    std::string out;
+    for (size_t i = begin; i < end; ++i) out += cps[i].first;
+    return out;
+}
+
 }  // namespace
 
 std::string python_strip(std::string_view text, const std::string* chars, bool left, bool right) {
     if (!chars) {
-        size_t begin = 0, end = text.size();
+        const auto cps = classify(text);
+        size_t begin = 0, end = cps.size();
         if (left)
-            while (begin < end && is_python_space(text[begin])) ++begin;
+            while (begin < end && cps[begin].second) ++begin;
         if (right)
-            while (end > begin && is_python_space(text[end - 1])) --end;
-        return std::string(text.substr(begin, end - begin));
+            while (end > begin && cps[end - 1].second) --end;
+        return join(cps, begin, end);
     }
     const std::vector<std::string> strip_set = utf8_code_points(*chars);
     const std::vector<std::string> cps = utf8_code_points(text);
@@ -64,36 +93,37 @@ std::vector<std::string> python_split(std::string_view text, const std::string* 
         return parts;
     }
     // On whitespace: runs separate, ends are dropped, no empty parts.
+    const auto cps = classify(text);
     if (!from_right) {
         size_t i = 0;
         while (true) {
-            while (i < text.size() && is_python_space(text[i])) ++i;
-            if (i >= text.size()) break;
+            while (i < cps.size() && cps[i].second) ++i;
+            if (i >= cps.size()) break;
             if (max_split-- <= 0) {
-                size_t end = text.size();
-                while (end > i && is_python_space(text[end - 1])) --end;
-                parts.emplace_back(text.substr(i, end - i));
+                size_t end = cps.size();
+                while (end > i && cps[end - 1].second) --end;
+                parts.push_back(join(cps, i, end));
                 break;
             }
             size_t j = i;
-            while (j < text.size() && !is_python_space(text[j])) ++j;
-            parts.emplace_back(text.substr(i, j - i));
+            while (j < cps.size() && !cps[j].second) ++j;
+            parts.push_back(join(cps, i, j));
             i = j;
         }
     } else {
-        size_t end = text.size();
+        size_t end = cps.size();
         while (true) {
-            while (end > 0 && is_python_space(text[end - 1])) --end;
+            while (end > 0 && cps[end - 1].second) --end;
             if (end == 0) break;
             if (max_split-- <= 0) {
                 size_t begin = 0;
-                while (begin < end && is_python_space(text[begin])) ++begin;
-                parts.insert(parts.begin(), std::string(text.substr(begin, end - begin)));
+                while (begin < end && cps[begin].second) ++begin;
+                parts.insert(parts.begin(), join(cps, begin, end));
                 break;
             }
             size_t j = end;
-            while (j > 0 && !is_python_space(text[j - 1])) --j;
-            parts.insert(parts.begin(), std::string(text.substr(j, end - j)));
+            while (j > 0 && !cps[j - 1].second) --j;
+            parts.insert(parts.begin(), join(cps, j, end));
             end = j;
         }
     }

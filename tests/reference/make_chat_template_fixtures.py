@@ -184,6 +184,9 @@ SNIPPETS = [
     "{{ xs is iterable }} {{ 's' is iterable }} {{ 1 is iterable }} {{ d is sequence }} {{ xs is sequence }} {{ true is boolean }} {{ 1 is boolean }} {{ true is true }} {{ 1 is true }} {{ false is false }}",
     "{{ 4 is even }} {{ 3 is odd }} {{ 9 is divisibleby 3 }} {{ 9 is divisibleby(2) }} {{ 'a' is equalto 'a' }} {{ 1 is eq 1 }} {{ 2 is gt 1 }} {{ 2 is lt(1) }} {{ 2 is in xs }} {{ 'ab' is lower }} {{ 'AB' is upper }}",
     "{{ n is not none }} {{ n is not string }} {{ undefined_thing is not defined and true }} {{ none is sameas none }} {{ 1 is sameas true }}",
+    "{{ '\u3000\u00a0 全角 \u2003\n'|trim }}|{{ ' a\u3000b\u00a0c '.split() }}|{{ '\u3000x '.strip() }}|{{ 'a b  c'.rsplit(none, 1) }}",
+    "{% for x in xs %}{% for y in empty %}{% else %}{% if x == 1 %}{% break %}{% endif %}{% endfor %}{{ x }}{% endfor %}|{% for x in xs %}{% with %}{% if x == 1 %}{% continue %}{% endif %}{% endwith %}{{ x }}{% endfor %}",
+    "{% with a = 1, b = n %}{{ a + b }}{% set c = 3 %}{{ c }}{% endwith %}[{{ a }}{{ c }}]",
     # filters
     "{{ '  x  '|trim }}|{{ 'xxhixx'|trim('x') }}|{{ s|length }} {{ xs|count }} {{ d|length }} {{ undefined_thing|length }} {{ s|upper }} {{ s|lower }} {{ 'hello wORLD-foo'|title }} {{ 'hELLO world'|capitalize }}",
     "{{ 'aaa'|replace('a', 'b') }} {{ 'aaa'|replace('a', 'b', 2) }} {{ 'abc'|replace('', '-') }} {{ undefined_thing|default('dflt') }} {{ none|default('kept none') }} {{ ''|default('empty', true) }} {{ ''|d('x', boolean=true) }}",
