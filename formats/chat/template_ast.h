@@ -73,6 +73,7 @@ struct Node {
     ExprPtr condition;
     std::vector<std::string> targets;
     std::string attribute;  // {% set ns.attribute = ... %}
+    bool uses_loop = true;  // for loops: whether the body names `loop` (building it costs time)
     std::vector<MacroParam> params;
     std::vector<std::pair<ExprPtr, Body>> branches;
     Body body;

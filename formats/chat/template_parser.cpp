@@ -178,7 +178,9 @@ private:
             if (at_name("recursive")) fail("chat", "template line {}: recursive for loops are not supported", line);
             expect_tag_end("for");
             ++loop_depth_;
+            const int references_before = loop_references_;
             node->body = parse_body({"else", "endfor"}, found, "for", line);
+            node->uses_loop = loop_references_ != references_before;
             if (found == "else") {
                 expect_tag_end("else");
                 --loop_depth_;  // break/continue in a loop's else belong to an outer loop
@@ -460,6 +462,7 @@ private:
             else {
                 e->kind = Expr::Kind::name;
                 e->name = n;
+                if (n == "loop") ++loop_references_;
             }
             return e;
         }
@@ -643,6 +646,7 @@ private:
     int depth_ = 0;
     int max_depth_;
     int loop_depth_ = 0;
+    int loop_references_ = 0;  // names `loop` parsed so far
 };
 
 }  // namespace

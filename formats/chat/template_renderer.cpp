@@ -197,6 +197,11 @@ private:
             for (int64_t i = 0; i < n; ++i) {
                 count_iteration(node.line);
                 scope_ = std::make_shared<Scope>(Scope{outer, {}});
+                if (!node.uses_loop) {
+                    assign(node.targets, items[static_cast<size_t>(i)], node.line);
+                    if (render_body(node.body, out) == Flow::break_loop) break;
+                    continue;
+                }
                 ValueDict loop;
                 loop.entries.reserve(12);
                 loop.entries.emplace_back(Value("index"), Value(i + 1));
