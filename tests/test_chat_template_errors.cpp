@@ -37,6 +37,8 @@ TEST_CASE("chat template syntax errors name the construct and the line", "[chat_
     REQUIRE_ERROR(render("a\nb\n{{ x | frobnicate }}"), "template line 3: no filter named 'frobnicate'");
     // jinja2 refuses an unknown filter even in a branch that never runs.
     REQUIRE_ERROR(render("{% if false %}\n{{ x | frobnicate }}{% endif %}"), "template line 2: no filter named 'frobnicate'");
+    REQUIRE_ERROR(render("{{ 'a b'|wordwrap(1) }}"), "template line 1: filter 'wordwrap' is not supported");
+    REQUIRE_ERROR(render("\n{{ '{}'.format(1) }}"), "template line 2: str.format() is not supported");
     REQUIRE_ERROR(render("{{ x is frobnicated }}"), "template line 1: no test named 'frobnicated'");
     REQUIRE_ERROR(render("x\n{% if true %}\nyes\n"), "template line 2: '{% if %}' is never closed (expected '{% endif %}'");
     REQUIRE_ERROR(render("{% for m in messages %}\n{% if m %}{% endfor %}"),

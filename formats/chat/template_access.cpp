@@ -176,6 +176,9 @@ Value string_method(const Value& object, const std::string& name) {
             return Value(std::move(out));
         });
     }
+    if (name == "format" || name == "format_map") {
+        return bind([name](CallArgs& args) -> Value { fail("chat", "template line {}: str.{}() is not supported", args.line, name); });
+    }
     return Value::undefined(object_name(object) + " has no attribute '" + name + "'");
 }
 

@@ -100,9 +100,7 @@ std::vector<std::string> python_split(std::string_view text, const std::string* 
             while (i < cps.size() && cps[i].second) ++i;
             if (i >= cps.size()) break;
             if (max_split-- <= 0) {
-                size_t end = cps.size();
-                while (end > i && cps[end - 1].second) --end;
-                parts.push_back(join(cps, i, end));
+                parts.push_back(join(cps, i, cps.size()));  // the rest as it is, trailing whitespace included
                 break;
             }
             size_t j = i;
@@ -116,9 +114,7 @@ std::vector<std::string> python_split(std::string_view text, const std::string* 
             while (end > 0 && cps[end - 1].second) --end;
             if (end == 0) break;
             if (max_split-- <= 0) {
-                size_t begin = 0;
-                while (begin < end && cps[begin].second) ++begin;
-                parts.insert(parts.begin(), join(cps, begin, end));
+                parts.insert(parts.begin(), join(cps, 0, end));
                 break;
             }
             size_t j = end;

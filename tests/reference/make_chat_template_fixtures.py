@@ -186,6 +186,7 @@ SNIPPETS = [
     "{{ n is not none }} {{ n is not string }} {{ undefined_thing is not defined and true }} {{ none is sameas none }} {{ 1 is sameas true }}",
     "{{ '\u3000\u00a0 全角 \u2003\n'|trim }}|{{ ' a\u3000b\u00a0c '.split() }}|{{ '\u3000x '.strip() }}|{{ 'a b  c'.rsplit(none, 1) }}",
     "{% for x in xs %}{% for y in empty %}{% else %}{% if x == 1 %}{% break %}{% endif %}{% endfor %}{{ x }}{% endfor %}|{% for x in xs %}{% with %}{% if x == 1 %}{% continue %}{% endif %}{% endwith %}{{ x }}{% endfor %}",
+    "{{ '  a b  '.split(none, 0) }} {{ '  a b  c '.split(none, 1) }} {{ '  a b  c '.rsplit(none, 1) }} {{ ' a '.rsplit(none, 0) }} {{ 'a,b,c'.rsplit(',') }} {{ ',a,'.split(',') }}",
     "{% with a = 1, b = n %}{{ a + b }}{% set c = 3 %}{{ c }}{% endwith %}[{{ a }}{{ c }}]",
     # filters
     "{{ '  x  '|trim }}|{{ 'xxhixx'|trim('x') }}|{{ s|length }} {{ xs|count }} {{ d|length }} {{ undefined_thing|length }} {{ s|upper }} {{ s|lower }} {{ 'hello wORLD-foo'|title }} {{ 'hELLO world'|capitalize }}",
