@@ -348,7 +348,7 @@ TEST_CASE("kiln-convert --tokenizer takes every kind of vocabulary file for ever
     CHECK(both.err.find("contradict") != std::string::npos);
 }
 
-TEST_CASE("tokenizer.json pre-tokenizers map to llama.cpp's pre types; tokenizer_config.json adds the chat template and specials",
+TEST_CASE("tokenizer.json pre-tokenizers map to llama.cpp's pre types, and tokenizer_config.json adds the chat template and specials",
           "[convert][tokenizer]") {
     test::TempDir dir;
     const auto write = [&](const std::string& name, const std::string& text) {
