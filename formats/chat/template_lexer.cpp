@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include "engine/core/error.h"
+#include "formats/tokenizer/utf8.h"
 
 namespace kiln::chat {
 
@@ -28,23 +29,6 @@ std::string normalise_source(std::string_view source) {
     return out;
 }
 
-void append_utf8(std::string& out, uint32_t cp) {
-    if (cp < 0x80) {
-        out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-        out += static_cast<char>(0xC0 | (cp >> 6));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-        out += static_cast<char>(0xE0 | (cp >> 12));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-        out += static_cast<char>(0xF0 | (cp >> 18));
-        out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-}
 
 int hex_value(char c) {
     if (c >= '0' && c <= '9') return c - '0';
@@ -280,14 +264,14 @@ private:
                     }
                     if (cp > 0x10FFFF) fail("chat", "template line {}: \\{} escape beyond U+10FFFF in a string literal", token.line, e);
                     i += static_cast<size_t>(width);
-                    append_utf8(value, cp);
+                    utf8_append(value, cp);
                     break;
                 }
                 default:
                     if (e >= '0' && e <= '7') {
                         uint32_t cp = static_cast<uint32_t>(e - '0');
                         for (int k = 0; k < 2 && i < src_.size() && src_[i] >= '0' && src_[i] <= '7'; ++k) cp = cp * 8 + static_cast<uint32_t>(src_[i++] - '0');
-                        append_utf8(value, cp);
+                        utf8_append(value, cp);
                     } else {
                         value += '\\';  // Python keeps an unknown escape as written
                         value += e;

@@ -7,6 +7,7 @@
 #include "engine/core/printable.h"
 #include "formats/tokenizer/gpt2_pretokenizer.h"
 #include "formats/tokenizer/llama3_pretokenizer.h"
+#include "formats/tokenizer/utf8.h"
 
 namespace kiln {
 
@@ -90,24 +91,6 @@ const std::vector<PreType>& pre_types() {
     return types;
 }
 
-void append_utf8(std::string& out, char32_t cp) {
-    // Any value up to U+10FFFF, surrogates included: they came from the text.
-    if (cp < 0x80) {
-        out.push_back(static_cast<char>(cp));
-    } else if (cp < 0x800) {
-        out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-        out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else if (cp < 0x10000) {
-        out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-        out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-        out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else {
-        out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-        out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-        out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-        out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    }
-}
 
 }  // namespace
 
@@ -176,7 +159,7 @@ std::vector<std::string> BpePretokenizer::split(std::string_view text) const {
     read.reserve(text.size());
     for (size_t i = 0; i < cps.size(); ++i) {
         byte_start[i] = read.size();
-        append_utf8(read, cps[i]);
+        utf8_append(read, cps[i]);
     }
     byte_start[cps.size()] = read.size();
 

@@ -37,7 +37,8 @@ bool utf8_valid(std::string_view text) noexcept;
 // with `length` bytes.
 char32_t utf8_code_point(std::string_view text, size_t length) noexcept;
 
-// Appends the UTF-8 bytes of a code point (at most U+10FFFF, no surrogate).
+// Appends the UTF-8 bytes of a code point (at most U+10FFFF; a surrogate
+// gets its three-byte form, as text read by llama_code_points may hold one).
 void utf8_append(std::string& out, char32_t code_point);
 
 inline constexpr std::string_view kUtf8Replacement = "\xEF\xBF\xBD";  // U+FFFD

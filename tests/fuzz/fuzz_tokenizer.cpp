@@ -15,6 +15,7 @@
 #include "formats/gguf/gguf_file.h"
 #include "formats/tokenizer/bpe_pretokenizer.h"
 #include "formats/tokenizer/tokenizer.h"
+#include "formats/tokenizer/utf8.h"
 
 namespace {
 
@@ -39,23 +40,7 @@ const std::vector<std::unique_ptr<kiln::Tokenizer>>& tokenizers() {
 
 std::string utf8_of(const std::u32string& code_points) {
     std::string out;
-    for (char32_t cp : code_points) {
-        if (cp < 0x80) {
-            out += static_cast<char>(cp);
-        } else if (cp < 0x800) {
-            out += static_cast<char>(0xC0 | (cp >> 6));
-            out += static_cast<char>(0x80 | (cp & 0x3F));
-        } else if (cp < 0x10000) {
-            out += static_cast<char>(0xE0 | (cp >> 12));
-            out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-            out += static_cast<char>(0x80 | (cp & 0x3F));
-        } else {
-            out += static_cast<char>(0xF0 | (cp >> 18));
-            out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-            out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-            out += static_cast<char>(0x80 | (cp & 0x3F));
-        }
-    }
+    for (char32_t cp : code_points) kiln::utf8_append(out, cp);
     return out;
 }
 
