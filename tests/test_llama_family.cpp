@@ -86,10 +86,10 @@ namespace {
 // keys dropped, one f32 tensor appended, the first value of one tensor zeroed;
 // returns the loader's error ("(loaded)" when it loads).
 struct Rewrite {
-    std::vector<GgufEntry> set;
-    std::vector<std::string> drop_keys;
-    std::string extra_tensor;  // an f32 vector of extra_size ones under this name
-    std::string zero_first_value_of;
+    std::vector<GgufEntry> set = {};
+    std::vector<std::string> drop_keys = {};
+    std::string extra_tensor = {};  // an f32 vector of extra_size ones under this name
+    std::string zero_first_value_of = {};
     uint64_t extra_size = 4;
 };
 

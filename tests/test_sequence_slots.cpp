@@ -110,3 +110,27 @@ TEST_CASE("load_causal_lm names the architectures it knows", "[slots]") {
     CHECK_THROWS_WITH(load_causal_lm(open_model(test::fixtures_dir() / "gpt2" / "tiny_expected.gguf")),
                       Catch::Contains(supported + "transformer)"));
 }
+
+TEST_CASE("a truncated sequence continues as if only its kept prefix had been evaluated", "[slots]") {
+    const auto path = GENERATE(std::string("llama"), std::string("gpt2"));
+    const auto file = open_model(path == "llama" ? test::shared_models_dir() / "stories260K.gguf"
+                                                 : test::fixtures_dir() / "gpt2" / "tiny_bias.gguf");
+    const auto lm = load_causal_lm(file);
+    ThreadPool pool(2);
+    const auto n_slots = GENERATE(int64_t{1}, int64_t{2});
+    auto session = lm->new_session(32, n_slots, Executor::Mode::Fast);
+    // A chat turn: the cached reply's last tokens differ from the re-rendered conversation.
+    const std::vector<int32_t> cached{1, 5, 9, 13, 17, 21, 25, 29};
+    session->eval(cached, pool);
+    session->truncate(0, 5);
+    CHECK(session->n_past(0) == 5);
+    const std::vector<int32_t> rest{40, 41, 42};
+    const auto after = session->eval(rest, pool);
+    std::vector<int32_t> whole(cached.begin(), cached.begin() + 5);
+    whole.insert(whole.end(), rest.begin(), rest.end());
+    CHECK(max_abs_diff(after, last_logits_alone(*lm, whole, pool)) < 1e-4f);
+    // Keeping more than there is keeps everything.
+    session->truncate(0, 100);
+    CHECK(session->n_past(0) == 8);
+    CHECK_THROWS_WITH(session->truncate(n_slots, 1), Catch::Contains("out of range"));
+}

@@ -34,6 +34,9 @@ public:
                                               ThreadPool& pool) = 0;
     // Slot i continues the sequence of slot parents[i] (see SequenceSlots::reorder).
     virtual void reorder(std::span<const int32_t> parents) = 0;
+    // Keeps the first n_keep tokens of slot's sequence; the next token appended
+    // goes to position n_keep (see SequenceSlots::truncate).
+    virtual void truncate(int64_t slot, int64_t n_keep) = 0;
     virtual int64_t n_past(int64_t slot = 0) const = 0;
     virtual int64_t n_ctx() const noexcept = 0;
     virtual int64_t n_slots() const noexcept = 0;

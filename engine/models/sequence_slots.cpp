@@ -83,4 +83,11 @@ void SequenceSlots::clear() noexcept { std::fill(n_past_.begin(), n_past_.end(),
 
 void SequenceSlots::clear_slot(int64_t slot) { n_past_.at(static_cast<size_t>(slot)) = 0; }
 
+void SequenceSlots::truncate(int64_t slot, int64_t n_keep) {
+    if (slot < 0 || slot >= n_slots_) fail("model", "sequence slot {} is out of range (0..{})", slot, n_slots_ - 1);
+    if (n_keep < 0) fail("model", "cannot keep {} tokens of a sequence", n_keep);
+    int64_t& past = n_past_[static_cast<size_t>(slot)];
+    past = std::min(past, n_keep);
+}
+
 }  // namespace kiln

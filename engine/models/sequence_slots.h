@@ -51,6 +51,10 @@ public:
     void reorder(std::span<const int32_t> parents);
     void clear() noexcept;
     void clear_slot(int64_t slot);
+    // Keeps the first n_keep tokens of a slot's sequence and forgets the rest
+    // (a chat turn or a server request that shares only a prefix with what is
+    // cached). Rows past n_keep are rewritten before anything attends to them.
+    void truncate(int64_t slot, int64_t n_keep);
 
 private:
     int64_t kv_dim_, n_slots_, n_ctx_;

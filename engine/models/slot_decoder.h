@@ -18,6 +18,7 @@ public:
     std::span<const float> eval_slots(std::span<const int32_t> tokens, std::span<const int32_t> slots,
                                       ThreadPool& pool) override;
     void reorder(std::span<const int32_t> parents) override { slots_.reorder(parents); }
+    void truncate(int64_t slot, int64_t n_keep) override { slots_.truncate(slot, n_keep); }
     int64_t n_past(int64_t slot) const override { return slots_.n_past(slot); }
     int64_t n_ctx() const noexcept override { return slots_.n_ctx(); }
     int64_t n_slots() const noexcept override { return slots_.n_slots(); }
