@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <sstream>
@@ -13,28 +14,41 @@
 #include "engine/models/architectures.h"
 #include "engine/models/transformer.h"
 #include "engine/runtime/beam_search.h"
+#include "engine/runtime/reply_stream.h"
 #include "engine/runtime/sampler.h"
 #include "engine/runtime/thread_pool.h"
 #include "formats/tokenizer/tokenizer.h"
 #include "formats/tokenizer/utf8.h"
 #include "tools/common/check_tensors.h"
 #include "tools/common/cli.h"
+#include "tools/kiln/conversation_mode.h"
 
 namespace {
 
 constexpr std::string_view kUsage = R"(usage: kiln -m MODEL [-p PROMPT | -f FILE] [options]
+       kiln -m MODEL -cnv [-sys SYSTEM] [options]
 
 Generates text. A decoder-only model (llama, qwen2, gemma, phi3, gpt2, ...)
 continues the prompt: the prompt is printed, then the continuation, token by
-token. An encoder-decoder model (transformer) translates the prompt: it
+token. In conversation mode (-cnv; the default for a model with a chat
+template when no prompt is given) it chats: each line you type is a user
+message, rendered with the model's chat template, and the reply streams back.
+Without a terminal, it reads one message per input line and prints one reply
+per line. An encoder-decoder model (transformer) translates the prompt: it
 prints "source: <prompt>" and "output: <decoded text>"; its decoding is greedy
 unless --temp or --beams is given. Timings go to stderr.
 
   -m, --model FILE          GGUF model (any architecture kiln runs: README)
   -p, --prompt TEXT         prompt (default: empty, generate from BOS alone)
   -f, --file FILE           read the prompt from a file
-  -n, --n-predict N         tokens to generate (default 128); stops earlier at EOS. When the
-                            context is full, generation goes on from its last half (recomputed)
+  -n, --n-predict N         tokens to generate (default 128; -1 = no limit, the default per reply
+                            in conversation mode); stops earlier at an end-of-generation token.
+                            When the context is full, generation goes on from its last half
+      --ignore-eos          do not stop at end-of-generation tokens (they are never sampled)
+  -cnv, --conversation      conversation mode (see above); -no-cnv, --no-conversation: never
+  -sys, --system-prompt TEXT  the system message of the conversation
+  -r, --reverse-prompt TEXT a reply ends where TEXT appears (TEXT not shown); may repeat
+      --chat-template-file FILE  a Jinja chat template instead of the model's own
   -t, --threads N           threads (default: physical cores)
       --check-tensors       check every tensor's data first (NaN/inf values or
                             block scales), as llama.cpp's --check-tensors
@@ -58,7 +72,14 @@ unless --temp or --beams is given. Timings go to stderr.
 struct Options {
     std::string model;
     std::string prompt;
-    int64_t n_predict = 128;
+    bool prompt_given = false;
+    int64_t n_predict = 128;  // -1: no limit
+    bool n_predict_given = false;
+    enum class Conversation { Auto, On, Off } conversation = Conversation::Auto;
+    std::string system_prompt;
+    std::vector<std::string> reverse_prompts;
+    std::string chat_template_file;
+    bool ignore_eos = false;
     int64_t threads = 0;
     int64_t ctx = 0;
     kiln::SamplerParams sampling;
@@ -84,7 +105,8 @@ Options parse(int argc, char** argv) {
     using namespace kiln::cli;
     Options o;
     Args args(argc, argv);
-    bool prompt_given = false, length_penalty_given = false;
+    bool length_penalty_given = false;
+    bool& prompt_given = o.prompt_given;
     CacheTypeFlags cache_type;
     while (!args.done()) {
         const std::string_view flag = args.next();
@@ -102,7 +124,21 @@ Options parse(int argc, char** argv) {
             o.prompt = read_text_file(std::string(args.value(flag)));
             prompt_given = true;
         } else if (flag == "-n" || flag == "--n-predict") {
-            o.n_predict = parse_int(flag, args.value(flag), 0, 1 << 24);
+            o.n_predict = parse_int(flag, args.value(flag), -1, 1 << 24);
+            o.n_predict_given = true;
+        } else if (flag == "--ignore-eos") {
+            o.ignore_eos = true;
+        } else if (flag == "-cnv" || flag == "--conversation") {
+            o.conversation = Options::Conversation::On;
+        } else if (flag == "-no-cnv" || flag == "--no-conversation") {
+            o.conversation = Options::Conversation::Off;
+        } else if (flag == "-sys" || flag == "--system-prompt") {
+            o.system_prompt = args.value(flag);
+        } else if (flag == "-r" || flag == "--reverse-prompt") {
+            o.reverse_prompts.emplace_back(args.value(flag));
+            if (o.reverse_prompts.back().empty()) usage_error("-r needs a non-empty text");
+        } else if (flag == "--chat-template-file") {
+            o.chat_template_file = args.value(flag);
         } else if (flag == "-t" || flag == "--threads") {
             o.threads = parse_int(flag, args.value(flag), 1, 1024);
         } else if (flag == "--check-tensors") {
@@ -141,6 +177,14 @@ Options parse(int argc, char** argv) {
     }
     if (o.model.empty()) usage_error("a model is required (-m MODEL)");
     if (o.beams == 0 && (o.n_best || length_penalty_given)) usage_error("--n-best and --length-penalty need --beams K");
+    if (o.beams > 0 && o.n_predict < 0) usage_error("--beams needs a number of tokens (-n N), not -n -1");
+    const bool chat_flags = !o.system_prompt.empty() || !o.chat_template_file.empty();
+    if (chat_flags && o.conversation == Options::Conversation::Off)
+        usage_error("-sys and --chat-template-file apply to conversation mode, which -no-cnv turns off");
+    if (chat_flags && o.conversation == Options::Conversation::Auto) o.conversation = Options::Conversation::On;
+    if (o.conversation == Options::Conversation::On && o.beams > 0) usage_error("conversation mode samples; --beams does not apply");
+    if (o.conversation == Options::Conversation::On && !o.parse_special)
+        usage_error("--no-special does not apply to conversation mode: the chat template's special tokens must stay special");
     o.cache_type = cache_type.type();
     return o;
 }
@@ -235,12 +279,23 @@ int generate_causal(const Options& o, std::shared_ptr<const kiln::GgufFile> file
         kiln::Sampler sampler(sampling);
         std::fputs(o.prompt.c_str(), stdout);
         std::fflush(stdout);
-        kiln::Utf8Stream stream;
+        kiln::ReplyStream stream(o.reverse_prompts);
         bool at_start = o.prompt.empty() && tokenizer->add_space_prefix();
         bool window_note = false;
-        while (generated < o.n_predict) {
+        std::vector<int32_t> end_of_generation;  // masked out with --ignore-eos
+        if (o.ignore_eos)
+            for (int32_t id = 0; id < static_cast<int32_t>(tokenizer->vocab_size()); ++id)
+                if (tokenizer->is_eog(id)) end_of_generation.push_back(id);
+        std::vector<float> masked;
+        const int64_t limit = o.n_predict < 0 ? std::numeric_limits<int64_t>::max() : o.n_predict;
+        while (generated < limit) {
+            if (!end_of_generation.empty()) {
+                masked.assign(logits.begin(), logits.end());
+                for (int32_t id : end_of_generation) masked[static_cast<size_t>(id)] = -std::numeric_limits<float>::infinity();
+                logits = masked;
+            }
             const int32_t next = sampler.sample(logits, tokens);
-            if (tokenizer->is_eog(next)) break;
+            if (!o.ignore_eos && tokenizer->is_eog(next)) break;
             tokens.push_back(next);
             ++generated;
             std::string piece = tokenizer->piece(next);
@@ -249,7 +304,8 @@ int generate_causal(const Options& o, std::shared_ptr<const kiln::GgufFile> file
             at_start = at_start && piece.empty();
             std::fputs(stream.feed(piece).c_str(), stdout);
             std::fflush(stdout);
-            if (generated == o.n_predict) break;
+            if (stream.stopped()) break;
+            if (generated == limit) break;
             if (session->n_past() == n_ctx) {
                 // The context is full: continue from its last half, recomputed from position 0
                 // (what nanoGPT's sampling does with its window; needed for learned positions).
@@ -288,7 +344,8 @@ int generate_seq2seq(const Options& o, std::shared_ptr<const kiln::GgufFile> fil
         kiln::fail("kiln", "the source is {} tokens with its EOS, longer than the encoder's context of {}", source.size(),
                    n_ctx);
     // The target holds BOS and at most -n generated tokens, of which the last needs no cache row.
-    const int64_t max_target = std::min<int64_t>(o.n_predict + 1, n_ctx);
+    const int64_t n_predict = o.n_predict < 0 ? n_ctx : o.n_predict;  // -1: as long as the decoder's context allows
+    const int64_t max_target = std::min<int64_t>(n_predict + 1, n_ctx);
     const int64_t beams = o.beams;
     const int threads = thread_count(o);
     kiln::ThreadPool pool(threads);
@@ -308,7 +365,7 @@ int generate_seq2seq(const Options& o, std::shared_ptr<const kiln::GgufFile> fil
     session.encode(sources, pool);
     const int32_t bos = c.bos, zero = 0;
     std::span<const float> logits = session.decode(std::span(&bos, 1), std::span(&zero, 1), pool);
-    const int64_t n_max = std::min<int64_t>(o.n_predict, max_target);
+    const int64_t n_max = std::min<int64_t>(n_predict, max_target);
     fmt::print("source: {}\n", o.prompt);
     int64_t generated = 0;
     if (beams > 0) {
@@ -331,7 +388,7 @@ int generate_seq2seq(const Options& o, std::shared_ptr<const kiln::GgufFile> fil
         std::vector<int32_t> output;
         while (generated < n_max) {
             const int32_t next = sampler.sample(logits, output);
-            if (next == c.eos) break;
+            if (next == c.eos && !o.ignore_eos) break;
             output.push_back(next);
             ++generated;
             if (generated < n_max) logits = session.decode(std::span(&output.back(), 1), std::span(&zero, 1), pool);
@@ -345,15 +402,45 @@ int generate_seq2seq(const Options& o, std::shared_ptr<const kiln::GgufFile> fil
     return 0;
 }
 
+// -cnv, or a model with a chat template and no prompt: what llama-cli does.
+bool wants_conversation(const Options& o, const kiln::GgufFile& file) {
+    if (o.conversation != Options::Conversation::Auto) return o.conversation == Options::Conversation::On;
+    if (o.prompt_given) return false;
+    const kiln::GgufValue* chat_template = file.find("tokenizer.chat_template");
+    const std::string* text = chat_template ? chat_template->as_string() : nullptr;
+    return text != nullptr && !text->empty();
+}
+
+kiln::tool::ConversationOptions conversation_options(const Options& o) {
+    kiln::tool::ConversationOptions c;
+    c.model_path = o.model;
+    c.system_prompt = o.system_prompt;
+    c.first_message = o.prompt;
+    c.has_first_message = o.prompt_given && !o.prompt.empty();
+    c.chat_template_file = o.chat_template_file;
+    c.stop_strings = o.reverse_prompts;
+    c.n_predict = o.n_predict_given ? o.n_predict : -1;
+    c.ignore_eos = o.ignore_eos;
+    c.threads = thread_count(o);
+    c.ctx = o.ctx;
+    c.sampling = o.sampling;
+    if (!o.seed_given) c.sampling.seed = std::random_device{}();
+    c.cache_type = o.cache_type;
+    return c;
+}
+
 int generate(const Options& o) {
     if (!kiln::utf8_valid(o.prompt)) kiln::fail("kiln", "the prompt is not valid UTF-8");
     auto file = std::make_shared<kiln::GgufFile>(kiln::GgufFile::open(o.model));
     if (o.check_tensors) kiln::cli::check_tensors(*file);
     if (kiln::is_seq2seq(*file)) {
+        if (o.conversation == Options::Conversation::On)
+            kiln::fail("kiln", "conversation mode needs a decoder-only model; {} is an encoder-decoder (give -p)", o.model);
         if (o.cache_type != kiln::DType::F32)
             kiln::fail("kiln", "-ctk/-ctv apply to llama and gpt2 models; the transformer's caches are f32");
         return generate_seq2seq(o, file);
     }
+    if (wants_conversation(o, *file)) return kiln::tool::run_conversation(conversation_options(o), file);
     return generate_causal(o, file);
 }
 
