@@ -147,3 +147,19 @@ TEST_CASE("conversation mode with an encoder-decoder model is refused", "[cli][c
     CHECK(run.status == 1);
     CHECK_THAT(run.err, Catch::Contains("conversation mode needs a decoder-only model"));
 }
+
+TEST_CASE("on a terminal, Ctrl-C stops the reply and a Ctrl-C at the prompt ends kiln", "[cli][conversation]") {
+    // The terminal is a pseudo-terminal the script drives (Python's pty module); it exits 0 when kiln behaved.
+    test::TempDir dir;
+    const auto log = dir.path() / "log";
+    const std::string command = fmt::format(
+        "python3 {} {} {} >{} 2>&1", test::shell_quote((test::source_dir() / "tests" / "cli" / "kiln_chat_terminal.py").string()),
+        test::shell_quote(test::tool_path("kiln").string()), test::shell_quote(kModel().string()),
+        test::shell_quote(log.string()));
+    const int status = std::system(command.c_str());
+    std::ifstream in(log);
+    const std::string output((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    INFO(output);
+    CHECK(status == 0);
+    CHECK_THAT(output, Catch::Contains("ok"));
+}
