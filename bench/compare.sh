@@ -9,7 +9,9 @@
 # bin/llama-bench, or llama-bench itself); this script never downloads or
 # builds it. Both engines are read through `-o json`, which every llama-bench
 # has (ik_llama.cpp's lacks jsonl). Settings come from the environment:
-#   THREADS=1,2   N_PROMPT=128   N_GEN=64   REPS=5   ROUNDS=1
+#   THREADS=1,2   N_PROMPT=128   N_GEN=64   REPS=5   ROUNDS=1   (N_PROMPT/N_GEN 0: none)
+#   GP=4096,64 (also generation at depth: TG tokens after an untimed PP-token
+#   prompt, ik_llama.cpp's -gp; the other engine must have it: ik_llama.cpp)
 #   CACHE_TYPE=f16 (the KV cache type both engines use: -ctk/-ctv; f16 is
 #   llama.cpp's default, f32 kiln's)
 #   ENGINE=llama.cpp (the other engine's name in the table)
@@ -25,7 +27,7 @@
 set -euo pipefail
 
 usage() {
-    sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
 }
 [[ $# -ge 2 ]] || usage
@@ -57,6 +59,8 @@ n_gen=${N_GEN:-64}
 reps=${REPS:-5}
 rounds=${ROUNDS:-1}
 cache_type=${CACHE_TYPE:-f16}
+gp=()
+[[ -n ${GP:-} ]] && gp=(-gp "$GP")
 engine=${ENGINE:-llama.cpp}
 read -r -a engine_args <<<"${ENGINE_ARGS:-}"
 read -r -a kiln_args <<<"${KILN_ARGS:---roofline}"
@@ -76,12 +80,12 @@ for ((round = 1; round <= rounds; ++round)); do
         for t in ${threads//,/ }; do
             run=$((run + 1))
             echo "compare.sh: round $round, $(basename "$m"), $t thread(s): $engine llama-bench (load $(load))" >&2
-            "$llama_bench" -m "$m" -t "$t" -p "$n_prompt" -n "$n_gen" -r "$reps" -ctk "$cache_type" -ctv "$cache_type" \
-                ${engine_args[@]+"${engine_args[@]}"} -o json >"$work/other.$run.json" 2>>"$work/other.err" ||
+            "$llama_bench" -m "$m" -t "$t" -p "$n_prompt" -n "$n_gen" ${gp[@]+"${gp[@]}"} -r "$reps" -ctk "$cache_type" \
+                -ctv "$cache_type" ${engine_args[@]+"${engine_args[@]}"} -o json >"$work/other.$run.json" 2>>"$work/other.err" ||
                 { cat "$work/other.err" >&2; echo "compare.sh: llama-bench failed" >&2; exit 1; }
             echo "compare.sh: round $round, $(basename "$m"), $t thread(s): kiln-bench (load $(load))" >&2
-            "$kiln_bench" -m "$m" -t "$t" -p "$n_prompt" -n "$n_gen" -r "$reps" -ctk "$cache_type" -ctv "$cache_type" \
-                ${kiln_args[@]+"${kiln_args[@]}"} -o json >"$work/kiln.$run.json" 2>>"$work/kiln.err" ||
+            "$kiln_bench" -m "$m" -t "$t" -p "$n_prompt" -n "$n_gen" ${gp[@]+"${gp[@]}"} -r "$reps" -ctk "$cache_type" \
+                -ctv "$cache_type" ${kiln_args[@]+"${kiln_args[@]}"} -o json >"$work/kiln.$run.json" 2>>"$work/kiln.err" ||
                 { cat "$work/kiln.err" >&2; echo "compare.sh: kiln-bench failed" >&2; exit 1; }
         done
     done
@@ -97,7 +101,13 @@ def read(pattern):
     for path in sorted(glob.glob(pattern)):
         with open(path) as f:
             for r in json.load(f):
-                test = f"pp{r['n_prompt']}" if r["n_prompt"] > 0 else f"tg{r['n_gen']}"
+                p, n, depth = r["n_prompt"], r["n_gen"], r.get("n_depth", 0)
+                if p > 0 and n > 0:  # the other engine's -gp record (only -gp is passed, never -pg)
+                    test = f"tg{n}@pp{p}"
+                elif depth > 0:      # kiln's: the prompt is untimed depth
+                    test = f"tg{n}@pp{depth}"
+                else:
+                    test = f"pp{p}" if p > 0 else f"tg{n}"
                 key = (r["model_filename"], r["n_threads"], test)
                 entry = out.setdefault(key, {"samples": [], "record": r})
                 entry["samples"] += r["samples_ts"]

@@ -6,7 +6,14 @@
 //  * pp N: the cache cleared, N random token ids evaluated as one batch (only
 //    the last position's logits computed, as llama-bench asks llama.cpp);
 //  * tg N: the cache cleared, N steps of one token each (random ids, so no
-//    sampling in the timed loop).
+//    sampling in the timed loop);
+//  * pg P,N (-pg, llama-bench's): a P-token prompt and then N steps, timed
+//    together, t/s over P + N tokens;
+//  * gp P,N (-gp, ik_llama.cpp's): N steps after an untimed P-token prompt,
+//    t/s over the N generated tokens: generation at depth, where reading the
+//    KV cache adds to reading the weights.
+// -d D (newer llama-bench's --n-depth) runs every test after D untimed
+// tokens. Prompts go in batches of -b tokens (default 2048, as llama-bench).
 // One untimed run of each test first (graph compiled, pages faulted in, the
 // caches and the thread pool warm), then -r timed repetitions. t/s is the
 // mean over repetitions of tokens / seconds, ± their sample standard
@@ -59,8 +66,19 @@ options:
                                block scales), as llama.cpp's --check-tensors
   -p, --n-prompt LIST          prompt lengths, comma-separated; 0 = no pp test (default 512)
   -n, --n-gen LIST             generated tokens, comma-separated; 0 = no tg test (default 128)
+  -pg PP,TG                    a PP-token prompt then TG generated tokens, timed together (llama-bench);
+                               may repeat
+  -gp PP,TG                    TG tokens generated after an untimed PP-token prompt (ik_llama.cpp);
+                               may repeat
+  -d, --n-depth LIST           run each test after this many untimed tokens in the cache (default 0)
+  -b, --batch-size N           prompt tokens per evaluation (default 2048)
+  -ub, --ubatch-size N         accepted for llama-bench's command lines; kiln has one batch size (-b)
+  -mmp, --mmap 0|1             1: compute from the file mapping; 0 (default): weights copied into
+                               huge pages when they fit in half the memory (reported as use_mmap)
+  -fa, --flash-attn 0|1        accepted; kiln has one attention kernel (reported as flash_attn 0)
+  -ngl, --n-gpu-layers N       accepted and ignored (kiln runs on the CPU)
   -r, --repetitions N          timed repetitions of each test (default 5)
-  -o, --output FORMAT          md, csv, json or jsonl (default md)
+  -o, --output FORMAT          md, csv, json, jsonl or sql (SQLite statements, as llama-bench; default md)
   -ctk, --cache-type-k TYPE    KV cache type, f32 or f16 (default f32); keys and values
   -ctv, --cache-type-v TYPE    share one type in kiln, so -ctk and -ctv must agree
       --roofline               measure this machine's memory read bandwidth (just before
@@ -73,7 +91,15 @@ options:
 The kernel set is the best this CPU runs, or the one named by KILN_KERNELS.
 )";
 
-enum class Format { Markdown, Csv, Json, Jsonl };
+enum class Format { Markdown, Csv, Json, Jsonl, Sql };
+
+// What one test times: n_prompt prompt tokens (in batches) then n_gen single
+// steps, after n_depth untimed tokens. `name` is how llama-bench (pp, tg, pg,
+// -d) or ik_llama.cpp (gp) call it.
+struct Test {
+    int64_t n_prompt = 0, n_gen = 0, n_depth = 0;
+    std::string name;
+};
 
 struct Options {
     std::vector<std::string> models;
@@ -81,6 +107,11 @@ struct Options {
     bool check_tensors = false;
     std::vector<int64_t> n_prompt{512};
     std::vector<int64_t> n_gen{128};
+    std::vector<std::pair<int64_t, int64_t>> pg, gp;
+    std::vector<int64_t> n_depth{0};
+    int64_t batch = 2048;
+    int64_t ubatch = 512;
+    bool mmap = false;
     int reps = 5;
     Format format = Format::Markdown;
     bool roofline = false;
@@ -103,6 +134,19 @@ std::vector<int64_t> parse_int_list(std::string_view flag, std::string_view list
     std::vector<int64_t> values;
     for (std::string_view item : split_list(list)) values.push_back(kiln::cli::parse_int(flag, item, min, max));
     return values;
+}
+
+std::pair<int64_t, int64_t> parse_pair(std::string_view flag, std::string_view text) {
+    const std::vector<std::string_view> items = split_list(text);
+    if (items.size() != 2) kiln::cli::usage_error("{} takes PP,TG (two numbers), got '{}'", flag, text);
+    return {kiln::cli::parse_int(flag, items[0], 1, 1 << 20), kiln::cli::parse_int(flag, items[1], 1, 1 << 20)};
+}
+
+// A llama-bench flag that takes a list of 0/1 values; kiln takes one.
+bool parse_switch(std::string_view flag, std::string_view text) {
+    const std::vector<int64_t> values = parse_int_list(flag, text, 0, 1);
+    if (values.size() != 1) kiln::cli::usage_error("{} takes one value in kiln-bench (0 or 1), got '{}'", flag, text);
+    return values[0] == 1;
 }
 
 Options parse(int argc, char** argv) {
@@ -139,7 +183,30 @@ Options parse(int argc, char** argv) {
             else if (f == "csv") o.format = Format::Csv;
             else if (f == "json") o.format = Format::Json;
             else if (f == "jsonl") o.format = Format::Jsonl;
-            else usage_error("{} must be md, csv, json or jsonl, got '{}'", flag, f);
+            else if (f == "sql") o.format = Format::Sql;
+            else usage_error("{} must be md, csv, json, jsonl or sql, got '{}'", flag, f);
+        } else if (flag == "-pg") {
+            o.pg.push_back(parse_pair(flag, args.value(flag)));
+        } else if (flag == "-gp") {
+            o.gp.push_back(parse_pair(flag, args.value(flag)));
+        } else if (flag == "-d" || flag == "--n-depth") {
+            o.n_depth = parse_int_list(flag, args.value(flag), 0, 1 << 20);
+        } else if (flag == "-b" || flag == "--batch-size") {
+            const std::vector<int64_t> b = parse_int_list(flag, args.value(flag), 1, 1 << 20);
+            if (b.size() != 1) usage_error("{} takes one value in kiln-bench", flag);
+            o.batch = b[0];
+        } else if (flag == "-ub" || flag == "--ubatch-size") {
+            const std::vector<int64_t> b = parse_int_list(flag, args.value(flag), 1, 1 << 20);
+            if (b.size() != 1) usage_error("{} takes one value in kiln-bench", flag);
+            o.ubatch = b[0];
+        } else if (flag == "-mmp" || flag == "--mmap") {
+            o.mmap = parse_switch(flag, args.value(flag));
+        } else if (flag == "-fa" || flag == "--flash-attn") {
+            if (parse_switch(flag, args.value(flag)))
+                fmt::print(stderr, "kiln-bench: note: -fa 1 has no effect; kiln has one attention kernel\n");
+        } else if (flag == "-ngl" || flag == "--n-gpu-layers") {
+            parse_int_list(flag, args.value(flag), 0, 1 << 30);
+            fmt::print(stderr, "kiln-bench: note: {} is ignored; kiln runs on the CPU\n", flag);
         } else if (cache_type.parse(flag, args)) {
         } else if (flag == "--roofline") {
             o.roofline = true;
@@ -154,7 +221,8 @@ Options parse(int argc, char** argv) {
     if (!threads_given) o.threads = {kiln::ThreadPool::physical_cores()};
     std::erase(o.n_prompt, 0);
     std::erase(o.n_gen, 0);
-    if (o.n_prompt.empty() && o.n_gen.empty()) usage_error("nothing to measure: -p and -n are both 0");
+    if (o.n_prompt.empty() && o.n_gen.empty() && o.pg.empty() && o.gp.empty())
+        usage_error("nothing to measure: -p and -n are both 0 and there is no -pg or -gp");
     return o;
 }
 
@@ -166,6 +234,7 @@ struct ModelInfo {
     uint64_t size = 0;       // bytes of all tensors
     uint64_t n_params = 0;
     uint64_t step_bytes = 0;  // weight bytes one decode step reads
+    bool use_mmap = false;    // computed from the file mapping (not copied)
 };
 
 // llama.cpp's size class of a Llama model (llm_type_name of the type its
@@ -246,13 +315,14 @@ ModelInfo describe(const std::string& path, const kiln::DecoderLm& model) {
 struct Result {
     const ModelInfo* model;
     int threads;
-    int64_t n_prompt, n_gen;
+    Test test;
     std::string test_time;  // ISO 8601, UTC, when the test started
     std::vector<double> samples_ns;
     std::optional<double> roofline_gbs;  // measured read bandwidth at these threads
     std::string cache_type = "f32";      // the KV cache's type, keys and values
+    int64_t batch = 2048, ubatch = 512;
 
-    int64_t tokens() const { return n_prompt + n_gen; }
+    int64_t tokens() const { return test.n_prompt + test.n_gen; }
     std::vector<double> samples_ts() const {
         std::vector<double> ts;
         for (double ns : samples_ns) ts.push_back(1e9 * static_cast<double>(tokens()) / ns);
@@ -271,10 +341,10 @@ struct Result {
     }
     double avg_ts() const { return mean(samples_ts()); }
     double stddev_ts() const { return stddev(samples_ts()); }
-    std::string test_name() const { return n_prompt > 0 ? fmt::format("pp{}", n_prompt) : fmt::format("tg{}", n_gen); }
+    const std::string& test_name() const { return test.name; }
     // Weight bytes per second during generation; nullopt for pp.
     std::optional<double> bandwidth_gbs() const {
-        if (n_gen == 0) return std::nullopt;
+        if (test.n_gen == 0 || test.n_prompt > 0) return std::nullopt;
         return static_cast<double>(model->step_bytes) * avg_ts() / 1e9;
     }
 };
@@ -295,18 +365,24 @@ std::vector<int32_t> random_tokens(std::mt19937& rng, int64_t n, int64_t n_vocab
     return tokens;
 }
 
-// Seconds of one pp or tg run from an empty cache. The ids are drawn before the
+// Evaluates tokens in batches of at most `batch`.
+void eval_batched(kiln::CausalSession& ctx, kiln::ThreadPool& pool, std::span<const int32_t> tokens, int64_t batch) {
+    for (size_t at = 0; at < tokens.size(); at += static_cast<size_t>(batch))
+        ctx.eval(tokens.subspan(at, std::min(tokens.size() - at, static_cast<size_t>(batch))), pool);
+}
+
+// Seconds of one run of a test from an empty cache: the depth untimed, then
+// the prompt and the generation steps timed. The ids are drawn before the
 // clock starts.
-double run_once(kiln::CausalSession& ctx, kiln::ThreadPool& pool, std::mt19937& rng, int64_t n_prompt, int64_t n_gen,
+double run_once(kiln::CausalSession& ctx, kiln::ThreadPool& pool, std::mt19937& rng, const Test& t, int64_t batch,
                 int64_t n_vocab) {
-    const std::vector<int32_t> tokens = random_tokens(rng, std::max(n_prompt, n_gen), n_vocab);
+    const std::vector<int32_t> tokens = random_tokens(rng, t.n_depth + t.n_prompt + t.n_gen, n_vocab);
+    const std::span<const int32_t> all(tokens);
     ctx.reset();
+    eval_batched(ctx, pool, all.first(static_cast<size_t>(t.n_depth)), batch);
     const double t0 = kiln::bench::now_seconds();
-    if (n_prompt > 0) {
-        ctx.eval(std::span(tokens.data(), static_cast<size_t>(n_prompt)), pool);
-    } else {
-        for (int64_t i = 0; i < n_gen; ++i) ctx.eval(std::span(tokens.data() + i, 1), pool);
-    }
+    eval_batched(ctx, pool, all.subspan(static_cast<size_t>(t.n_depth), static_cast<size_t>(t.n_prompt)), batch);
+    for (int64_t i = 0; i < t.n_gen; ++i) ctx.eval(all.subspan(static_cast<size_t>(t.n_depth + t.n_prompt + i), 1), pool);
     return kiln::bench::now_seconds() - t0;
 }
 
@@ -339,7 +415,7 @@ std::vector<Field> fields_of(const Result& r, std::string_view cpu, std::string_
     };
     std::optional<double> fraction;
     if (r.roofline_gbs && r.bandwidth_gbs()) fraction = *r.bandwidth_gbs() / *r.roofline_gbs;
-    const int64_t batch = std::max<int64_t>(r.n_prompt, 1);
+    const int64_t batch = r.batch, ubatch = r.ubatch;
     return {
         {"build_commit", Kind::String, "kiln"},
         {"build_number", Kind::Int, "0"},
@@ -351,7 +427,7 @@ std::vector<Field> fields_of(const Result& r, std::string_view cpu, std::string_
         {"model_size", Kind::Int, std::to_string(r.model->size)},
         {"model_n_params", Kind::Int, std::to_string(r.model->n_params)},
         {"n_batch", Kind::Int, std::to_string(batch)},
-        {"n_ubatch", Kind::Int, std::to_string(batch)},
+        {"n_ubatch", Kind::Int, std::to_string(ubatch)},
         {"n_threads", Kind::Int, std::to_string(r.threads)},
         {"cpu_mask", Kind::String, "0x0"},
         {"cpu_strict", Kind::Bool, "0"},
@@ -364,21 +440,23 @@ std::vector<Field> fields_of(const Result& r, std::string_view cpu, std::string_
         {"no_kv_offload", Kind::Bool, "0"},
         {"flash_attn", Kind::Bool, "0"},
         {"tensor_split", Kind::String, "0.00"},
-        {"use_mmap", Kind::Bool, "1"},
+        {"use_mmap", Kind::Bool, r.model->use_mmap ? "1" : "0"},
         {"embeddings", Kind::Bool, "0"},
-        {"n_prompt", Kind::Int, std::to_string(r.n_prompt)},
-        {"n_gen", Kind::Int, std::to_string(r.n_gen)},
+        {"n_prompt", Kind::Int, std::to_string(r.test.n_prompt)},
+        {"n_gen", Kind::Int, std::to_string(r.test.n_gen)},
         {"test_time", Kind::String, r.test_time},
         {"avg_ns", Kind::Int, fmt::format("{:.0f}", avg_ns)},
         {"stddev_ns", Kind::Int, fmt::format("{:.0f}", Result::stddev(r.samples_ns))},
         {"avg_ts", Kind::Float, fmt::format("{:.6f}", r.avg_ts())},
         {"stddev_ts", Kind::Float, fmt::format("{:.6f}", r.stddev_ts())},
-        // kiln's own: the kernel set, and for tg the weight bandwidth.
+        // kiln's own: the kernel set, for tg the weight bandwidth, and the depth.
         {"kernels", Kind::String, std::string(kernels)},
         {"step_bytes", Kind::Int, std::to_string(r.model->step_bytes)},
         {"bandwidth_gbs", Kind::Float, opt(r.bandwidth_gbs(), 6)},
         {"roofline_gbs", Kind::Float, opt(r.roofline_gbs, 6)},
         {"roofline_fraction", Kind::Float, opt(fraction, 6)},
+        // Newer llama-bench's (-d) and ik_llama.cpp's (-gp) untimed tokens before the test.
+        {"n_depth", Kind::Int, std::to_string(r.test.n_depth)},
     };
 }
 
@@ -401,6 +479,24 @@ std::string json_array(const std::vector<double>& v, bool integers) {
     return out + " ]";
 }
 
+// SQLite's column types for llama-bench's fields; values are quoted strings,
+// which SQLite converts by the column's affinity (as llama-bench writes them).
+std::string_view sql_type(Kind kind) {
+    switch (kind) {
+        case Kind::String: return "TEXT";
+        case Kind::Bool:
+        case Kind::Int: return "INTEGER";
+        case Kind::Float: return "REAL";
+    }
+    return "TEXT";
+}
+
+std::string sql_quote(std::string_view s) {
+    std::string out = "'";
+    for (char c : s) out += c == '\'' ? std::string("''") : std::string(1, c);
+    return out + "'";
+}
+
 std::string csv_quote(std::string_view s) {
     std::string out = "\"";
     for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
@@ -419,6 +515,13 @@ public:
             std::vector<std::string> names;
             for (const Field& f : fields_of(dummy(), cpu_, kernels_)) names.push_back(f.name);
             fmt::print("{}\n", fmt::join(names, ","));
+        } else if (format_ == Format::Sql) {
+            // llama-bench's table, so that its compare-llama-bench.py reads kiln's rows.
+            const std::vector<Field> fields = fields_of(dummy(), cpu_, kernels_);
+            fmt::print("CREATE TABLE IF NOT EXISTS test (\n");
+            for (size_t i = 0; i < fields.size(); ++i)
+                fmt::print("  {} {}{}\n", fields[i].name, sql_type(fields[i].kind), i + 1 < fields.size() ? "," : "");
+            fmt::print(");\n\n");
         } else if (format_ == Format::Markdown) {
             fmt::print("| model | size | params | backend | threads | kernels | test | t/s | GB/s |{}\n",
                        roofline_ ? " roofline |" : "");
@@ -459,6 +562,15 @@ public:
                 fmt::print("    \"samples_ts\": {}\n  }}", json_array(r.samples_ts(), false));
                 break;
             }
+            case Format::Sql: {
+                std::vector<std::string> names, values;
+                for (const Field& f : fields) {
+                    names.push_back(f.name);
+                    values.push_back(f.kind == Kind::Float && f.value.empty() ? "NULL" : sql_quote(f.value));
+                }
+                fmt::print("INSERT INTO test ({}) VALUES ({});\n", fmt::join(names, ", "), fmt::join(values, ", "));
+                break;
+            }
             case Format::Jsonl: {
                 fmt::print("{{");
                 for (const Field& f : fields) fmt::print("\"{}\": {}, ", f.name, json_value(f));
@@ -479,7 +591,7 @@ public:
 private:
     static Result dummy() {
         static const ModelInfo m;
-        return Result{&m, 1, 1, 0, "", {1.0}, std::nullopt};
+        return Result{&m, 1, Test{1, 0, 0, "pp1"}, "", {1.0}, std::nullopt};
     }
 
     Format format_;
@@ -499,12 +611,16 @@ int run(const Options& o) {
         ModelInfo info;
     };
     std::vector<Loaded> models;
+    // The weights' placement is decided when a model loads (resident_weights.h).
+    if (o.mmap) setenv("KILN_MMAP", "1", 1);
     for (const std::string& path : o.models) {
         Loaded l;
         l.file = std::make_shared<const kiln::GgufFile>(kiln::GgufFile::open(path));
         if (o.check_tensors) kiln::cli::check_tensors(*l.file);
         l.model = kiln::load_causal_lm(l.file);
-        l.info = describe(path, dynamic_cast<const kiln::DecoderLm&>(*l.model));
+        const auto& decoder = dynamic_cast<const kiln::DecoderLm&>(*l.model);
+        l.info = describe(path, decoder);
+        l.info.use_mmap = !decoder.weights_copied();
         models.push_back(std::move(l));
     }
 
@@ -526,28 +642,36 @@ int run(const Options& o) {
     std::mt19937 rng(1234);
     for (const Loaded& l : models) {
         const int64_t n_vocab = l.model->info().n_vocab;
+        std::vector<Test> tests;
+        for (int64_t d : o.n_depth) {
+            const std::string at = d > 0 ? fmt::format(" @ d{}", d) : std::string();
+            for (int64_t p : o.n_prompt) tests.push_back({p, 0, d, fmt::format("pp{}{}", p, at)});
+            for (int64_t n : o.n_gen) tests.push_back({0, n, d, fmt::format("tg{}{}", n, at)});
+            for (const auto& [p, n] : o.pg) tests.push_back({p, n, d, fmt::format("pp{}+tg{}{}", p, n, at)});
+        }
+        // ik_llama.cpp's generation after a prompt: the prompt is the depth.
+        for (const auto& [p, n] : o.gp) tests.push_back({0, n, p, fmt::format("tg{}@pp{}", n, p)});
         int64_t n_ctx = 1;
-        for (int64_t p : o.n_prompt) n_ctx = std::max(n_ctx, p);
-        for (int64_t n : o.n_gen) n_ctx = std::max(n_ctx, n);
+        for (const Test& t : tests) n_ctx = std::max(n_ctx, t.n_depth + t.n_prompt + t.n_gen);
         const std::unique_ptr<kiln::CausalSession> session =
             l.model->new_session(n_ctx, 1, kiln::Executor::Mode::Fast, o.cache_type);
         kiln::CausalSession& ctx = *session;
         for (int threads : o.threads) {
             kiln::ThreadPool pool(threads);
-            std::vector<std::pair<int64_t, int64_t>> tests;
-            for (int64_t p : o.n_prompt) tests.emplace_back(p, 0);
-            for (int64_t n : o.n_gen) tests.emplace_back(0, n);
-            for (const auto& [p, n] : tests) {
-                Result r{&l.info, threads, p, n, utc_now(), {}, std::nullopt, std::string(kiln::dtype_name(o.cache_type))};
-                if (roofline_buffer && n > 0) {
+            for (const Test& t : tests) {
+                Result r{&l.info, threads, t, utc_now(), {}, std::nullopt, std::string(kiln::dtype_name(o.cache_type)),
+                         o.batch, o.ubatch};
+                if (roofline_buffer && t.n_gen > 0 && t.n_prompt == 0) {
                     r.roofline_gbs = roofline_buffer->measure(pool, 3);
                     fmt::print(stderr, "kiln-bench: memory read bandwidth, {} thread{}: {:.2f} GB/s\n", threads,
                                threads == 1 ? "" : "s", *r.roofline_gbs);
                 }
                 fmt::print(stderr, "kiln-bench: {} {} threads {}: warm-up\n", l.info.type, r.test_name(), threads);
-                run_once(ctx, pool, rng, p, n > 0 ? 1 : 0, n_vocab);
+                Test warm = t;
+                warm.n_gen = std::min<int64_t>(t.n_gen, 1);
+                run_once(ctx, pool, rng, warm, o.batch, n_vocab);
                 for (int rep = 0; rep < o.reps; ++rep)
-                    r.samples_ns.push_back(1e9 * run_once(ctx, pool, rng, p, n, n_vocab));
+                    r.samples_ns.push_back(1e9 * run_once(ctx, pool, rng, t, o.batch, n_vocab));
                 printer.print(r);
             }
         }

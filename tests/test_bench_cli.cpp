@@ -16,6 +16,7 @@
 #include "formats/gguf/gguf_file.h"
 #include "support/paths.h"
 #include "support/run_tool.h"
+#include "support/sample_gguf.h"
 
 using namespace kiln;
 using nlohmann::json;
@@ -89,7 +90,7 @@ void check_record(const json& r, int threads, int64_t n_prompt, int64_t n_gen, i
     }
     CHECK(r["avg_ts"].get<double>() == Approx(mean).epsilon(1e-6));
     if (reps == 1) CHECK(r["stddev_ts"].get<double>() == 0.0);
-    if (n_gen > 0) {
+    if (n_gen > 0 && n_prompt == 0) {
         CHECK(r["bandwidth_gbs"].get<double>() ==
               Approx(static_cast<double>(facts.step_bytes) * mean / 1e9).epsilon(1e-3));
     } else {
@@ -257,7 +258,7 @@ TEST_CASE("kiln-bench refuses bad flags and files with one line", "[cli][bench]"
     };
     const std::vector<Case> cases = {
         {"-t 1", 2, "a model is required"},
-        {"-m " + m + " -o xml", 2, "-o must be md, csv, json or jsonl, got 'xml'"},
+        {"-m " + m + " -o xml", 2, "-o must be md, csv, json, jsonl or sql, got 'xml'"},
         {"-m " + m + " -t 0", 2, "-t must be between 1 and 1024, got 0"},
         {"-m " + m + " -t 1,x", 2, "-t expects an integer, got 'x'"},
         {"-m " + m + " -p 0 -n 0", 2, "nothing to measure"},
@@ -267,6 +268,12 @@ TEST_CASE("kiln-bench refuses bad flags and files with one line", "[cli][bench]"
         {"-m " + m + " -ctk q8_0", 2, "-ctk must be f32 or f16, got 'q8_0'"},
         {"-m " + m + " -ctk f16 -ctv f32", 2, "-ctk f16 and -ctv f32 differ"},
         {"-m " + m + ", -r 1", 2, "-m got an empty file name"},
+        {"-m " + m + " -pg 5", 2, "-pg takes PP,TG (two numbers), got '5'"},
+        {"-m " + m + " -gp 1,2,3", 2, "-gp takes PP,TG (two numbers), got '1,2,3'"},
+        {"-m " + m + " -gp 0,2", 2, "-gp must be between 1 and"},
+        {"-m " + m + " -mmp 2", 2, "-mmp must be between 0 and 1, got 2"},
+        {"-m " + m + " -fa 0,1", 2, "-fa takes one value in kiln-bench (0 or 1), got '0,1'"},
+        {"-m " + m + " -d -1", 2, "-d must be between 0 and"},
         {"-m /nonexistent/model.gguf", 1, "/nonexistent/model.gguf"},
         {"-m " + test::shell_quote((test::shared_models_dir() / "vocab" / "ggml-vocab-llama-spm.gguf").string()) +
              " -r 1 -p 8 -n 0",
@@ -283,4 +290,54 @@ TEST_CASE("kiln-bench refuses bad flags and files with one line", "[cli][bench]"
     const auto help = bench("--help");
     CHECK(help.status == 0);
     CHECK(help.out.find("usage: kiln-bench") != std::string::npos);
+}
+
+TEST_CASE("kiln-bench -pg, -gp and -d time a prompt with generation, and generation at depth", "[cli][bench]") {
+    const auto run = bench("-m " + tiny_model() + " -t 1 -r 2 -p 8 -n 4 -pg 8,4 -gp 16,4 -d 0,12 -b 5 -ub 3 -o json");
+    INFO(run.err);
+    REQUIRE(run.status == 0);
+    const json records = json::parse(run.out);
+    std::vector<std::string> names;
+    // -d 0 then -d 12 for pp, tg and pg; -gp last.
+    const std::vector<std::tuple<int64_t, int64_t, int64_t>> expected = {
+        {8, 0, 0}, {0, 4, 0}, {8, 4, 0}, {8, 0, 12}, {0, 4, 12}, {8, 4, 12}, {0, 4, 16}};
+    REQUIRE(records.size() == expected.size());
+    for (size_t i = 0; i < expected.size(); ++i) {
+        const auto& [p, n, d] = expected[i];
+        INFO(i);
+        check_record(records[i], 1, p, n, 2);
+        CHECK(records[i]["n_depth"].get<int64_t>() == d);
+        CHECK(records[i]["n_batch"].get<int64_t>() == 5);
+        CHECK(records[i]["n_ubatch"].get<int64_t>() == 3);
+    }
+    // The names llama-bench (pp, tg, pg, "@ d") and ik_llama.cpp (tg@pp) print.
+    const auto table = bench("-m " + tiny_model() + " -t 1 -r 1 -p 8 -n 0 -pg 8,4 -gp 16,4 -d 12");
+    REQUIRE(table.status == 0);
+    CHECK_THAT(table.out, Catch::Contains(" pp8 @ d12 |") && Catch::Contains(" pp8+tg4 @ d12 |") &&
+                              Catch::Contains(" tg4@pp16 |"));
+}
+
+TEST_CASE("kiln-bench -o sql writes llama-bench's SQLite table, which SQLite loads", "[cli][bench]") {
+    test::TempDir dir;
+    const auto db = dir.path() / "bench.sqlite";
+    const auto sql = dir.path() / "bench.sql";
+    const auto run = test::run_tool("kiln-bench", "-m " + tiny_model() + " -t 1 -r 1 -p 8 -n 4 -o sql");
+    INFO(run.err);
+    REQUIRE(run.status == 0);
+    CHECK_THAT(run.out, Catch::StartsWith("CREATE TABLE IF NOT EXISTS test (\n  build_commit TEXT,\n"));
+    test::write_file(sql, std::span(reinterpret_cast<const std::byte*>(run.out.data()), run.out.size()));
+    // Python's sqlite3 (SQLite itself) runs the statements and reads the rows back, twice: the
+    // table is created only if missing, so runs accumulate in one database as with llama-bench.
+    const std::string script =
+        "import sqlite3; c = sqlite3.connect('" + db.string() + "'); s = open('" + sql.string() +
+        "').read(); c.executescript(s); c.executescript(s); "
+        "rows = c.execute('select n_prompt, n_gen, typeof(avg_ts), typeof(n_threads), use_mmap, model_type from test')"
+        ".fetchall(); print(rows)";
+    const auto out = dir.path() / "rows.txt";
+    REQUIRE(std::system(fmt::format("python3 -c {} > {}", test::shell_quote(script), test::shell_quote(out.string())).c_str()) == 0);
+    const auto bytes = test::read_file(out);
+    const std::string rows(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    CHECK(rows == "[(8, 0, 'real', 'integer', 0, 'llama ?B all F32 (guessed)'), (0, 4, 'real', 'integer', 0, 'llama ?B all F32 "
+                  "(guessed)'), (8, 0, 'real', 'integer', 0, 'llama ?B all F32 (guessed)'), (0, 4, 'real', 'integer', 0, "
+                  "'llama ?B all F32 (guessed)')]\n");
 }
