@@ -180,6 +180,7 @@ CompletionRequest parse_completion_request(const Json& body, Endpoint endpoint, 
         }
     }
     g.stop = stop_strings(body);
+    g.ignore_eos = bool_field(body, "ignore_eos", false);
 
     if (endpoint == Endpoint::Chat) {
         const bool logprobs = bool_field(body, "logprobs", false);

@@ -22,6 +22,7 @@ struct GenerationParams {
     int64_t max_tokens = -1;  // -1: until the slot's context is full
     std::vector<std::string> stop;
     int top_logprobs = -1;    // -1: no log-probabilities; 0..20: the chosen token's and this many alternatives
+    bool ignore_eos = false;  // llama-server's: end-of-generation tokens are never sampled
 };
 
 enum class FinishReason { Stop, Length, Cancelled, Error };

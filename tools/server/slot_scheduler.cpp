@@ -42,6 +42,16 @@ TokenLogprob logprob_of(std::span<const float> logits, int32_t id, int top) {
 
 }  // namespace
 
+int64_t prompt_tokens_for_step(int64_t replies, int64_t available, int64_t n_slots) {
+    if (available <= 0) return 0;
+    const int64_t small = n_slots + 8;  // every batch size up to here is allowed
+    const int64_t most = replies + available;
+    if (most <= small) return available;
+    int64_t size = 1;
+    while (size * 2 <= most) size *= 2;
+    return std::max(size, small) - replies;
+}
+
 SlotScheduler::SlotScheduler(const CausalLm& lm, const Tokenizer& tokenizer, const SchedulerConfig& config)
     : lm_(lm), tokenizer_(tokenizer), config_(config), pool_(config.threads) {
     if (config_.n_slots < 1 || config_.n_ctx_per_slot < 1 || config_.n_batch < 1)
@@ -49,6 +59,8 @@ SlotScheduler::SlotScheduler(const CausalLm& lm, const Tokenizer& tokenizer, con
              config_.n_ctx_per_slot, config_.n_batch);
     session_ = lm_.new_session(config_.n_ctx_per_slot, config_.n_slots, Executor::Mode::Fast, config_.cache_type);
     slots_.resize(static_cast<size_t>(config_.n_slots));
+    for (int32_t id = 0; id < static_cast<int32_t>(tokenizer_.vocab_size()); ++id)
+        if (tokenizer_.is_eog(id)) end_tokens_.push_back(id);
     status_.resize(slots_.size());
     for (size_t i = 0; i < status_.size(); ++i) {
         status_[i].id = static_cast<int64_t>(i);
@@ -193,7 +205,11 @@ bool SlotScheduler::step() {
         parts.push_back({static_cast<int64_t>(s), 1});
     }
     // Then prompts, in chunks, within the step's prompt budget.
-    int64_t budget = config_.n_batch;
+    int64_t waiting = 0;
+    for (const Slot& slot : slots_)
+        if (slot.channel && slot.generated == 0) waiting += static_cast<int64_t>(slot.input.size() - slot.input_done);
+    int64_t budget = prompt_tokens_for_step(static_cast<int64_t>(batch_tokens_.size()),
+                                            std::min(waiting, config_.n_batch), config_.n_slots);
     for (size_t k = 0; k < slots_.size() && budget > 0; ++k) {
         const size_t s = (next_prompt_slot_ + k) % slots_.size();
         Slot& slot = slots_[s];
@@ -225,6 +241,12 @@ bool SlotScheduler::step() {
 
 void SlotScheduler::sample(int64_t index, std::span<const float> logits) {
     Slot& slot = slots_[static_cast<size_t>(index)];
+    if (slot.params.ignore_eos && !end_tokens_.empty()) {
+        masked_logits_.assign(logits.begin(), logits.end());
+        for (int32_t id : end_tokens_)
+            if (static_cast<size_t>(id) < masked_logits_.size()) masked_logits_[static_cast<size_t>(id)] = -INFINITY;
+        logits = masked_logits_;
+    }
     const int32_t token = slot.sampler->sample(logits, slot.history);
     if (tokenizer_.is_eog(token)) {
         finish(index, FinishReason::Stop, slot.reply->flush());

@@ -31,6 +31,12 @@
 
 namespace kiln::server {
 
+// How many prompt tokens a step takes, given its `replies` (one token each)
+// and `available` prompt tokens (within -b). Each batch size needs a graph
+// of its own, built once (which costs as much as many steps) and kept, so
+// steps use few sizes: any up to n_slots + 8, then powers of two.
+int64_t prompt_tokens_for_step(int64_t replies, int64_t available, int64_t n_slots);
+
 struct SchedulerConfig {
     int64_t n_slots = 1;
     int64_t n_ctx_per_slot = 512;
@@ -112,6 +118,8 @@ private:
     bool stopping_ = false;
     std::thread engine_;
     std::vector<int32_t> batch_tokens_, batch_slots_;
+    std::vector<int32_t> end_tokens_;  // the vocabulary's end-of-generation ids (for ignore_eos)
+    std::vector<float> masked_logits_;
 };
 
 }  // namespace kiln::server
