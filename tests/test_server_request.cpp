@@ -119,8 +119,8 @@ TEST_CASE("bad requests are 400 errors that name the problem", "[server]") {
 }
 
 TEST_CASE("errors and streamed chunks have OpenAI's shapes", "[server]") {
-    const Json e = error_json(401, "invalid API key");
-    CHECK(e == Json::parse(R"({"error": {"message": "invalid API key", "type": "authentication_error", "code": 401}})"));
+    const nlohmann::json e = error_json(401, "invalid API key");
+    CHECK(e == nlohmann::json::parse(R"({"error": {"message": "invalid API key", "type": "authentication_error", "code": 401}})"));
     CHECK(error_type(400) == "invalid_request_error");
     CHECK(error_type(404) == "not_found_error");
     CHECK(error_type(503) == "unavailable_error");

@@ -143,8 +143,9 @@ TEST_CASE("requests batched, queued and chunked give the tokens each gives alone
         for (size_t t = 0; t < single.logprobs.size(); ++t)
             worst = std::max(worst, std::abs(single.logprobs[t] - batched.logprobs[t]));
     }
-    // The kernels' sums run in the same order whatever the batch, so this is
-    // expected to be exactly 0; the tolerance is test_sequence_slots' 1e-4.
+    // Not bit-identical: a batch of several rows takes other matmul paths than
+    // one row (measured: about 3e-6 on stories260K), so only the greedy tokens
+    // are compared exactly; the tolerance is test_sequence_slots' 1e-4.
     WARN("largest log-probability difference, batched vs alone (n_batch " << n_batch << "): " << worst);
     CHECK(worst <= 1e-4f);
     CHECK(all_idle(scheduler));
