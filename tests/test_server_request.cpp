@@ -1,0 +1,152 @@
+// kiln-server's request parsing: what OpenAI clients send becomes the
+// scheduler's parameters, and every mistake is a 400 naming the field.
+#include <catch2/catch.hpp>
+
+#include "tools/server/api_error.h"
+#include "tools/server/completion_request.h"
+#include "tools/server/response_format.h"
+
+using namespace kiln::server;
+using Json = nlohmann::ordered_json;
+
+namespace {
+
+RequestLimits limits() {
+    RequestLimits l;
+    l.default_max_tokens = -1;
+    l.n_ctx_per_slot = 256;
+    l.n_vocab = 512;
+    return l;
+}
+
+CompletionRequest chat(const std::string& body) {
+    return parse_completion_request(parse_json_body(body), Endpoint::Chat, limits());
+}
+
+CompletionRequest text(const std::string& body) {
+    return parse_completion_request(parse_json_body(body), Endpoint::Text, limits());
+}
+
+// The status and message of the ApiError that `f` throws (0 if none).
+template <typename F>
+std::pair<int, std::string> error_of(F f) {
+    try {
+        f();
+    } catch (const ApiError& e) {
+        return {e.status(), e.what()};
+    }
+    return {0, ""};
+}
+
+}  // namespace
+
+TEST_CASE("a chat request's fields become generation parameters", "[server]") {
+    const auto r = chat(R"({"model": "m", "messages": [{"role": "system", "content": "be brief"},
+        {"role": "user", "content": [{"type": "text", "text": "hi "}, {"type": "text", "text": "there"}]}],
+        "stream": true, "max_tokens": 12, "temperature": 0, "top_p": 0.5, "top_k": 7, "min_p": 0.1,
+        "seed": 42, "stop": ["\n", "User:"], "logprobs": true, "top_logprobs": 3, "presence_penalty": 0})");
+    CHECK(r.stream);
+    CHECK(r.model == "m");
+    REQUIRE(r.messages.size() == 2);
+    CHECK(r.messages[1]["content"] == "hi there");
+    CHECK(r.params.max_tokens == 12);
+    CHECK(r.params.sampling.temperature == 0.0f);
+    CHECK(r.params.sampling.top_p == 0.5f);
+    CHECK(r.params.sampling.top_k == 7);
+    CHECK(r.params.sampling.min_p == Approx(0.1f));
+    CHECK(r.params.sampling.seed == 42);
+    CHECK(r.seed_given);
+    CHECK(r.params.stop == std::vector<std::string>{"\n", "User:"});
+    CHECK(r.params.top_logprobs == 3);
+}
+
+TEST_CASE("a completion request takes a prompt as text or token ids, and llama-server's n_predict", "[server]") {
+    const auto a = text(R"({"prompt": "Once upon", "n_predict": 5, "stop": "x", "logprobs": 2})");
+    CHECK(a.prompt_text == "Once upon");
+    CHECK_FALSE(a.prompt_is_tokens);
+    CHECK(a.params.max_tokens == 5);
+    CHECK(a.params.stop == std::vector<std::string>{"x"});
+    CHECK(a.params.top_logprobs == 2);
+    CHECK_FALSE(a.stream);
+    CHECK_FALSE(a.seed_given);
+    const auto b = text(R"({"prompt": [1, 2, 3], "max_tokens": null, "seed": -1})");
+    CHECK(b.prompt_is_tokens);
+    CHECK(b.prompt_tokens == std::vector<int32_t>{1, 2, 3});
+    CHECK(b.params.max_tokens == -1);
+    CHECK(b.params.top_logprobs == -1);
+    CHECK_FALSE(b.seed_given);
+    CHECK(text(R"({"prompt": ["one string"]})").prompt_text == "one string");
+}
+
+TEST_CASE("bad requests are 400 errors that name the problem", "[server]") {
+    const std::vector<std::pair<std::string, std::string>> cases{
+        {"{not json", "not valid JSON"},
+        {"[1, 2]", "must be a JSON object"},
+        {R"({"messages": "hi"})", "'messages' must be a list"},
+        {R"({"messages": []})", "must not be empty"},
+        {R"({})", "'messages' is required"},
+        {R"({"messages": [{"role": "wizard", "content": "x"}]})", "unknown role 'wizard'"},
+        {R"({"messages": [{"content": "x"}]})", "needs a string 'role'"},
+        {R"({"messages": [{"role": "user"}]})", "has no 'content'"},
+        {R"({"messages": [{"role": "user", "content": 5}]})", "must be a string or a list of parts"},
+        {R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})", "'image_url' is not supported"},
+        {R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": -3})", "'max_tokens' must be between 0"},
+        {R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": "ten"})", "'max_tokens' must be an integer"},
+        {R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 300})", "more than the context of 256"},
+        {R"({"messages": [{"role": "user", "content": "x"}], "temperature": -0.5})", "'temperature' must be between 0"},
+        {R"({"messages": [{"role": "user", "content": "x"}], "temperature": "hot"})", "'temperature' must be a number"},
+        {R"({"messages": [{"role": "user", "content": "x"}], "top_p": 1.5})", "'top_p' must be between 0 and 1"},
+        {R"({"messages": [{"role": "user", "content": "x"}], "top_k": -1})", "'top_k' must be between 0"},
+        {R"({"messages": [{"role": "user", "content": "x"}], "stream": "yes"})", "'stream' must be true or false"},
+        {R"({"messages": [{"role": "user", "content": "x"}], "stop": 3})", "'stop' must be a string or a list"},
+        {R"({"messages": [{"role": "user", "content": "x"}], "stop": [""]})", "must not be empty"},
+        {R"({"messages": [{"role": "user", "content": "x"}], "n": 2})", "'n' must be between 1 and 1"},
+        {R"({"messages": [{"role": "user", "content": "x"}], "seed": 1.5})", "'seed' must be an integer"},
+        {R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})", "needs 'logprobs': true"},
+        {R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 21})", "between 0 and 20"},
+    };
+    for (const auto& [body, message] : cases) {
+        INFO(body);
+        const auto [status, what] = error_of([&] { chat(body); });
+        CHECK(status == 400);
+        CHECK_THAT(what, Catch::Contains(message));
+    }
+    const auto [status, what] = error_of([] { text(R"({"prompt": [1, 512]})"); });
+    CHECK(status == 400);
+    CHECK_THAT(what, Catch::Contains("outside the vocabulary"));
+    CHECK(error_of([] { text(R"({"prompt": {"a": 1}})"); }).first == 400);
+    CHECK(error_of([] { text(R"({"prompt": "x", "logprobs": true})"); }).first == 400);
+}
+
+TEST_CASE("errors and streamed chunks have OpenAI's shapes", "[server]") {
+    const nlohmann::json e = error_json(401, "invalid API key");
+    CHECK(e == nlohmann::json::parse(R"({"error": {"message": "invalid API key", "type": "authentication_error", "code": 401}})"));
+    CHECK(error_type(400) == "invalid_request_error");
+    CHECK(error_type(404) == "not_found_error");
+    CHECK(error_type(503) == "unavailable_error");
+    CHECK(error_type(500) == "server_error");
+
+    ResponseContext ctx;
+    ctx.endpoint = Endpoint::Chat;
+    ctx.id = "chatcmpl-1";
+    ctx.created = 7;
+    ctx.model = "m";
+    GenerationEvent piece;
+    piece.text = "Hi";
+    const Json chunk = text_chunk(ctx, piece, 0);
+    CHECK(chunk["object"] == "chat.completion.chunk");
+    CHECK(chunk["choices"][0]["delta"] == Json{{"content", "Hi"}});
+    CHECK(chunk["choices"][0]["finish_reason"].is_null());
+    GenerationEvent last;
+    last.done = true;
+    last.finish = FinishReason::Length;
+    last.prompt_tokens = 5;
+    last.completion_tokens = 3;
+    const Json end = final_chunk(ctx, last);
+    CHECK(end["choices"][0]["finish_reason"] == "length");
+    CHECK(end["choices"][0]["delta"] == Json::object());
+    CHECK(end["usage"]["total_tokens"] == 8);
+    CHECK(sse_event(Json{{"a", 1}}) == "data: {\"a\":1}\n\n");
+    // Bytes that are not UTF-8 never make a response fail.
+    CHECK_THAT(dump_json(Json{{"t", std::string("a\xe2\x82")}}), Catch::StartsWith("{\"t\":\"a\xef\xbf\xbd"));
+}

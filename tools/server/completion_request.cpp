@@ -1,0 +1,197 @@
+#include "tools/server/completion_request.h"
+
+#include <limits>
+
+#include "tools/server/api_error.h"
+
+namespace kiln::server {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+const Json* field(const Json& body, const char* name) {
+    const auto it = body.find(name);
+    if (it == body.end() || it->is_null()) return nullptr;
+    return &*it;
+}
+
+double number_field(const Json& body, const char* name, double fallback, double min, double max) {
+    const Json* v = field(body, name);
+    if (!v) return fallback;
+    if (!v->is_number()) bad_request("'{}' must be a number", name);
+    const double x = v->get<double>();
+    if (!(x >= min && x <= max)) bad_request("'{}' must be between {} and {}, got {}", name, min, max, x);
+    return x;
+}
+
+int64_t integer_field(const Json& body, const char* name, int64_t fallback, int64_t min, int64_t max) {
+    const Json* v = field(body, name);
+    if (!v) return fallback;
+    if (!v->is_number_integer()) {
+        // 16.0 is an integer to JavaScript clients.
+        if (v->is_number_float() && v->get<double>() == static_cast<double>(static_cast<int64_t>(v->get<double>())))
+            return integer_field(Json{{name, static_cast<int64_t>(v->get<double>())}}, name, fallback, min, max);
+        bad_request("'{}' must be an integer", name);
+    }
+    if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+        bad_request("'{}' must be between {} and {}", name, min, max);
+    const int64_t x = v->get<int64_t>();
+    if (x < min || x > max) bad_request("'{}' must be between {} and {}, got {}", name, min, max, x);
+    return x;
+}
+
+bool bool_field(const Json& body, const char* name, bool fallback) {
+    const Json* v = field(body, name);
+    if (!v) return fallback;
+    if (!v->is_boolean()) bad_request("'{}' must be true or false", name);
+    return v->get<bool>();
+}
+
+std::vector<std::string> stop_strings(const Json& body) {
+    const Json* v = field(body, "stop");
+    if (!v) return {};
+    std::vector<std::string> stops;
+    if (v->is_string()) {
+        stops.push_back(v->get<std::string>());
+    } else if (v->is_array()) {
+        if (v->size() > 16) bad_request("'stop' has {} strings, at most 16 are allowed", v->size());
+        for (const Json& s : *v) {
+            if (!s.is_string()) bad_request("'stop' must be a string or a list of strings");
+            stops.push_back(s.get<std::string>());
+        }
+    } else {
+        bad_request("'stop' must be a string or a list of strings");
+    }
+    for (const std::string& s : stops)
+        if (s.empty()) bad_request("'stop' strings must not be empty");
+    return stops;
+}
+
+std::string message_content(const Json& message, size_t index, const std::string& role) {
+    const auto it = message.find("content");
+    if (it == message.end() || it->is_null()) {
+        if (role == "assistant") return {};  // an assistant turn that only called tools
+        bad_request("messages[{}] has no 'content'", index);
+    }
+    if (it->is_string()) return it->get<std::string>();
+    if (!it->is_array()) bad_request("messages[{}].content must be a string or a list of parts", index);
+    std::string text;
+    for (const Json& part : *it) {
+        if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
+            bad_request("messages[{}].content parts must be objects with a 'type'", index);
+        if (part["type"] != "text")
+            bad_request("messages[{}].content part of type '{}' is not supported (only 'text')", index,
+                        part["type"].get<std::string>());
+        if (!part.contains("text") || !part["text"].is_string())
+            bad_request("messages[{}].content text parts need a string 'text'", index);
+        text += part["text"].get<std::string>();
+    }
+    return text;
+}
+
+}  // namespace
+
+Json parse_json_body(std::string_view body) {
+    Json parsed;
+    try {
+        parsed = Json::parse(body.begin(), body.end());
+    } catch (const nlohmann::json::parse_error& e) {
+        bad_request("the request body is not valid JSON: {}", e.what());
+    }
+    if (!parsed.is_object()) bad_request("the request body must be a JSON object");
+    return parsed;
+}
+
+Json parse_messages(const Json& value) {
+    if (!value.is_array()) bad_request("'messages' must be a list of messages");
+    if (value.empty()) bad_request("'messages' must not be empty");
+    Json messages = Json::array();
+    for (size_t i = 0; i < value.size(); ++i) {
+        const Json& m = value[i];
+        if (!m.is_object()) bad_request("messages[{}] must be an object", i);
+        const auto role = m.find("role");
+        if (role == m.end() || !role->is_string()) bad_request("messages[{}] needs a string 'role'", i);
+        const std::string r = role->get<std::string>();
+        if (r != "system" && r != "user" && r != "assistant" && r != "tool" && r != "developer")
+            bad_request("messages[{}] has an unknown role '{}' (system, user, assistant, tool or developer)", i, r);
+        Json out = m;  // keeps any other fields a template may read (name, tool_calls)
+        out["content"] = message_content(m, i, r);
+        messages.push_back(std::move(out));
+    }
+    return messages;
+}
+
+CompletionRequest parse_completion_request(const Json& body, Endpoint endpoint, const RequestLimits& limits) {
+    CompletionRequest r;
+    r.endpoint = endpoint;
+    if (const Json* m = field(body, "model")) {
+        if (!m->is_string()) bad_request("'model' must be a string");
+        r.model = m->get<std::string>();
+    }
+    if (endpoint == Endpoint::Chat) {
+        const Json* m = field(body, "messages");
+        if (!m) bad_request("'messages' is required");
+        r.messages = parse_messages(*m);
+    } else {
+        const Json* p = field(body, "prompt");
+        if (!p) bad_request("'prompt' is required");
+        if (p->is_string()) {
+            r.prompt_text = p->get<std::string>();
+        } else if (p->is_array() && p->size() == 1 && (*p)[0].is_string()) {
+            r.prompt_text = (*p)[0].get<std::string>();
+        } else if (p->is_array() && !p->empty() && (*p)[0].is_number()) {
+            r.prompt_is_tokens = true;
+            for (const Json& t : *p) {
+                if (!t.is_number_integer()) bad_request("'prompt' token ids must be integers");
+                const int64_t id = t.get<int64_t>();
+                if (id < 0 || id >= limits.n_vocab)
+                    bad_request("'prompt' token {} is outside the vocabulary (0..{})", id, limits.n_vocab - 1);
+                r.prompt_tokens.push_back(static_cast<int32_t>(id));
+            }
+        } else {
+            bad_request("'prompt' must be a string, a list of one string, or a list of token ids");
+        }
+    }
+    r.stream = bool_field(body, "stream", false);
+    if (integer_field(body, "n", 1, 1, 1) != 1) bad_request("'n' must be 1");
+
+    GenerationParams& g = r.params;
+    // max_tokens (OpenAI), max_completion_tokens (its newer name), n_predict (llama-server).
+    int64_t max_tokens = limits.default_max_tokens;
+    for (const char* name : {"n_predict", "max_tokens", "max_completion_tokens"})
+        max_tokens = integer_field(body, name, max_tokens, name[0] == 'n' ? -1 : 0, std::numeric_limits<int32_t>::max());
+    if (max_tokens > limits.n_ctx_per_slot)
+        bad_request("'max_tokens' is {}, more than the context of {} tokens a slot has", max_tokens, limits.n_ctx_per_slot);
+    g.max_tokens = max_tokens;
+    g.sampling.temperature = static_cast<float>(number_field(body, "temperature", 0.8, 0, 100));
+    g.sampling.top_p = static_cast<float>(number_field(body, "top_p", 0.95, 0, 1));
+    g.sampling.min_p = static_cast<float>(number_field(body, "min_p", 0.05, 0, 1));
+    g.sampling.top_k = static_cast<int32_t>(integer_field(body, "top_k", 40, 0, std::numeric_limits<int32_t>::max()));
+    g.sampling.repeat_penalty = static_cast<float>(number_field(body, "repeat_penalty", 1.0, 0.01, 100));
+    g.sampling.repeat_last_n =
+        static_cast<int32_t>(integer_field(body, "repeat_last_n", 64, -1, std::numeric_limits<int32_t>::max()));
+    if (const Json* s = field(body, "seed")) {
+        if (!s->is_number_integer()) bad_request("'seed' must be an integer");
+        // -1 asks for a random seed, as in llama-server.
+        if (!(s->is_number_integer() && !s->is_number_unsigned() && s->get<int64_t>() == -1)) {
+            g.sampling.seed = s->is_number_unsigned() ? s->get<uint64_t>() : static_cast<uint64_t>(s->get<int64_t>());
+            r.seed_given = true;
+        }
+    }
+    g.stop = stop_strings(body);
+    g.ignore_eos = bool_field(body, "ignore_eos", false);
+
+    if (endpoint == Endpoint::Chat) {
+        const bool logprobs = bool_field(body, "logprobs", false);
+        const int64_t top = integer_field(body, "top_logprobs", 0, 0, 20);
+        if (field(body, "top_logprobs") && !logprobs) bad_request("'top_logprobs' needs 'logprobs': true");
+        g.top_logprobs = logprobs ? static_cast<int>(top) : -1;
+    } else {
+        // The legacy API: logprobs is the number of alternatives (0 = the chosen token's only).
+        g.top_logprobs = static_cast<int>(integer_field(body, "logprobs", -1, 0, 20));
+    }
+    return r;
+}
+
+}  // namespace kiln::server

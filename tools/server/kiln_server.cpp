@@ -1,0 +1,112 @@
+// kiln-server: serves a decoder-only model over HTTP, OpenAI-compatible, with
+// continuous batching (tools/server/slot_scheduler.h). SIGTERM or SIGINT:
+// stop accepting, end running streams cleanly, exit 0.
+#include <fmt/format.h>
+#include <httplib.h>
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "engine/models/architectures.h"
+#include "engine/runtime/thread_pool.h"
+#include "formats/chat/chat_template.h"
+#include "formats/gguf/gguf_file.h"
+#include "formats/tokenizer/tokenizer.h"
+#include "tools/common/cli.h"
+#include "tools/server/http_routes.h"
+#include "tools/server/server_options.h"
+#include "tools/server/slot_scheduler.h"
+
+namespace {
+
+using namespace kiln::server;
+
+std::string read_text_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) kiln::fail("io", "cannot open '{}'", path);
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+int serve(const ServerOptions& o) {
+    // Signals go to the one thread that waits for them (below), never to an
+    // HTTP or engine thread; a client that hangs up must not kill the server.
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    signal(SIGPIPE, SIG_IGN);
+
+    auto file = std::make_shared<kiln::GgufFile>(kiln::GgufFile::open(o.model));
+    if (kiln::is_seq2seq(*file)) kiln::fail("kiln-server", "{} is an encoder-decoder model: the server runs decoder-only models", o.model);
+    const auto lm = kiln::load_causal_lm(file);
+    const auto tokenizer = kiln::load_tokenizer(*file);
+
+    kiln::ModelChatTemplate chat_info = kiln::model_chat_template(*file, *tokenizer);
+    if (!o.chat_template_file.empty()) {
+        chat_info.source = read_text_file(o.chat_template_file);
+        chat_info.is_fallback = false;
+    } else if (chat_info.is_fallback) {
+        fmt::print(stderr, "kiln-server: the model has no chat template: using ChatML\n");
+    }
+    const kiln::ChatTemplate chat(chat_info.source);
+
+    const int64_t total_ctx = o.ctx > 0 ? o.ctx : std::min<int64_t>(lm->info().n_ctx_train, 4096) * o.parallel;
+    SchedulerConfig config;
+    config.n_slots = o.parallel;
+    config.n_ctx_per_slot = total_ctx / o.parallel;
+    config.n_batch = o.batch;
+    config.threads = o.threads > 0 ? static_cast<int>(o.threads) : kiln::ThreadPool::physical_cores();
+    config.cache_type = o.cache_type;
+    SlotScheduler scheduler(*lm, *tokenizer, config);
+
+    ApiSettings settings;
+    settings.model_id = o.alias.empty() ? std::filesystem::path(o.model).filename().string() : o.alias;
+    settings.api_key = o.api_key;
+    settings.default_max_tokens = o.n_predict;
+    settings.max_body_bytes = o.max_body_bytes;
+    HttpApi api(settings, lm->info(), *tokenizer, chat, chat_info, scheduler);
+
+    httplib::Server server;
+    // Every slot's client and the ones queued behind it hold a thread while they wait.
+    const auto http_threads = static_cast<size_t>(o.http_threads > 0 ? o.http_threads : 2 * o.parallel + 16);
+    server.new_task_queue = [http_threads] { return new httplib::ThreadPool(http_threads); };
+    api.install(server);
+
+    const int port = o.port == 0 ? server.bind_to_any_port(o.host) : (server.bind_to_port(o.host, o.port) ? o.port : -1);
+    if (port < 0) kiln::fail("kiln-server", "cannot listen on {}:{} (in use, or not an address of this machine)", o.host, o.port);
+    fmt::print(stderr, "kiln-server: {} ({}), {} slots of {} tokens, {} threads\n", settings.model_id,
+               lm->info().architecture, config.n_slots, config.n_ctx_per_slot, config.threads);
+    fmt::print(stderr, "kiln-server: listening on http://{}:{}\n", o.host, port);
+
+    std::atomic<bool> listening_ended{false};
+    std::thread listener([&] {
+        server.listen_after_bind();
+        listening_ended = true;
+    });
+    const timespec poll{0, 200'000'000};
+    int signal_number = -1;
+    while (!listening_ended && signal_number < 0) signal_number = sigtimedwait(&signals, nullptr, &poll);
+    if (signal_number >= 0) fmt::print(stderr, "kiln-server: {} received: shutting down\n", strsignal(signal_number));
+    // New requests get 503; the scheduler ends running ones, whose streams
+    // then send their last event and [DONE]; then the listener stops.
+    api.begin_shutdown();
+    scheduler.stop();
+    if (!api.wait_idle(10'000)) fmt::print(stderr, "kiln-server: some clients did not finish within 10 s\n");
+    server.stop();
+    listener.join();
+    return listening_ended && signal_number < 0 ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    return kiln::cli::run_tool("kiln-server", [&] { return serve(parse_server_options(argc, argv)); });
+}

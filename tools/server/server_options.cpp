@@ -1,0 +1,93 @@
+#include "tools/server/server_options.h"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+
+#include "tools/common/cli.h"
+
+namespace kiln::server {
+
+namespace {
+
+constexpr std::string_view kUsage = R"(usage: kiln-server -m MODEL [options]
+
+Serves a decoder-only model over HTTP with OpenAI's API (POST
+/v1/chat/completions, /v1/completions; GET /v1/models), llama-server's extra
+endpoints (/health, /tokenize, /detokenize, /apply-template, /slots) and a chat
+page at /. Requests in -np slots advance together, one batched step at a time
+(continuous batching); more requests wait in a queue.
+
+  -m, --model FILE            GGUF model (llama, qwen2, gemma, phi3, gpt2, ...)
+      --host ADDR             address to listen on (default 127.0.0.1: this machine only)
+      --port N                port (default 8080; 0 picks a free one, printed on stderr)
+  -c, --ctx-size N            context of all slots together; each slot gets N / np tokens
+                              (default: the model's, at most 4096, for each slot)
+  -np, --parallel N           slots: requests generated at the same time (default 1)
+  -t, --threads N             threads of the engine (default: physical cores)
+      --threads-http N        threads serving connections (default: 2 x np + 16)
+  -b, --batch-size N          prompt tokens evaluated in one step, over all slots (default 512):
+                              long prompts are taken in chunks so running replies keep flowing
+  -n, --n-predict N           max_tokens of a request that gives none (default -1: until the
+                              slot's context is full)
+      --api-key KEY           require "Authorization: Bearer KEY" on every endpoint but /health
+      --chat-template-file F  Jinja chat template to use instead of the model's
+  -ctk, --cache-type-k TYPE   KV cache type, f32 or f16 (default f32); keys and values
+  -ctv, --cache-type-v TYPE   share one type, so -ctk and -ctv must agree
+  -a, --alias NAME            model id reported by /v1/models (default: the file's name)
+      --max-body-bytes N      largest request body accepted (default 8388608); larger: 413
+  -h, --help                  show this help
+)";
+
+}  // namespace
+
+ServerOptions parse_server_options(int argc, char** argv) {
+    using namespace kiln::cli;
+    ServerOptions o;
+    Args args(argc, argv);
+    CacheTypeFlags cache_type;
+    while (!args.done()) {
+        const std::string_view flag = args.next();
+        if (flag == "-h" || flag == "--help") {
+            fmt::print("{}", kUsage);
+            std::exit(0);
+        } else if (flag == "-m" || flag == "--model") {
+            o.model = args.value(flag);
+        } else if (flag == "--host") {
+            o.host = args.value(flag);
+        } else if (flag == "--port") {
+            o.port = static_cast<int>(parse_int(flag, args.value(flag), 0, 65535));
+        } else if (flag == "-c" || flag == "--ctx-size") {
+            o.ctx = parse_int(flag, args.value(flag), 0, 1 << 24);
+        } else if (flag == "-np" || flag == "--parallel") {
+            o.parallel = parse_int(flag, args.value(flag), 1, 256);
+        } else if (flag == "-t" || flag == "--threads") {
+            o.threads = parse_int(flag, args.value(flag), 1, 1024);
+        } else if (flag == "--threads-http") {
+            o.http_threads = parse_int(flag, args.value(flag), 1, 1024);
+        } else if (flag == "-b" || flag == "--batch-size") {
+            o.batch = parse_int(flag, args.value(flag), 1, 1 << 16);
+        } else if (flag == "-n" || flag == "--n-predict") {
+            o.n_predict = parse_int(flag, args.value(flag), -1, 1 << 24);
+        } else if (flag == "--api-key") {
+            o.api_key = args.value(flag);
+            if (o.api_key.empty()) usage_error("--api-key must not be empty");
+        } else if (flag == "--chat-template-file") {
+            o.chat_template_file = args.value(flag);
+        } else if (flag == "-a" || flag == "--alias") {
+            o.alias = args.value(flag);
+        } else if (flag == "--max-body-bytes") {
+            o.max_body_bytes = static_cast<size_t>(parse_int(flag, args.value(flag), 1024, int64_t(1) << 32));
+        } else if (cache_type.parse(flag, args)) {
+        } else {
+            usage_error("unknown argument '{}'", flag);
+        }
+    }
+    if (o.model.empty()) usage_error("a model is required (-m MODEL)");
+    if (o.ctx > 0 && o.ctx < o.parallel)
+        usage_error("-c {} is less than one token for each of the {} slots (-np)", o.ctx, o.parallel);
+    o.cache_type = cache_type.type();
+    return o;
+}
+
+}  // namespace kiln::server

@@ -1,0 +1,31 @@
+#pragma once
+// kiln-server's command line, spelled as llama-server's: -m, --host, --port,
+// -c, -np, -t, --api-key, --chat-template-file, -ctk/-ctv, -n, -b.
+#include <cstdint>
+#include <string>
+
+#include "engine/core/dtype.h"
+
+namespace kiln::server {
+
+struct ServerOptions {
+    std::string model;
+    std::string host = "127.0.0.1";  // loopback unless asked: a model server is not a public service by default
+    int port = 8080;
+    int64_t ctx = 0;          // total context of all slots; 0: the model's (at most 4096) times the slots
+    int64_t parallel = 1;     // -np: sequence slots, requests generated at the same time
+    int64_t threads = 0;      // 0: physical cores
+    int64_t http_threads = 0; // 0: enough for every slot and a queue of waiting clients
+    std::string api_key;      // empty: no key needed
+    std::string chat_template_file;
+    DType cache_type = DType::F32;
+    int64_t n_predict = -1;   // default max_tokens of a request; -1: until the slot's context is full
+    int64_t batch = 512;      // -b: prompt tokens evaluated per step, over all slots
+    size_t max_body_bytes = 8u << 20;
+    std::string alias;        // the model id /v1/models reports (default: the file's name)
+};
+
+// Parses argv; throws cli::UsageError for a bad flag. --help prints and exits 0.
+ServerOptions parse_server_options(int argc, char** argv);
+
+}  // namespace kiln::server
