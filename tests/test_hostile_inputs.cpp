@@ -136,7 +136,10 @@ TEST_CASE("values from a file are shown cut short in error messages", "[hostile]
     CHECK(json_excerpt(nlohmann::json(std::string(1000000, 'x'))).size() <= 84);
     CHECK(json_excerpt(nlohmann::json::parse(R"([1, "a\nb", {"k": null}])")) == R"([1, "a\nb", {"k": null}])");
     const std::string long_list = nlohmann::json(std::vector<int>(100000, 7)).dump();
-    CHECK(json_excerpt(nlohmann::json::parse(long_list)) == long_list.substr(0, 80) + "...");
+    const std::string cut = json_excerpt(nlohmann::json::parse(long_list));
+    CHECK(cut.size() == 83);
+    CHECK(cut.starts_with("[7, 7, 7"));
+    CHECK(cut.ends_with("..."));
     CHECK(json_excerpt(nlohmann::json("\xc3\xa9" + std::string(100, 'e')), 2) == "\"...");  // never half a character
 
     test::TempDir dir;

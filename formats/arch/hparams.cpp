@@ -35,7 +35,9 @@ float positive_number_or(const MetadataView& f, const std::string& key, float fa
 
 int64_t block_count(const MetadataView& f, const std::string& key) {
     const int64_t n = positive(f, key);
-    if (static_cast<uint64_t>(n) > f.tensor_count())
+    // A file of no tensors (a vocabulary-only GGUF) is refused next, by its
+    // first missing tensor, before anything is built per layer.
+    if (f.tensor_count() > 0 && static_cast<uint64_t>(n) > f.tensor_count())
         fail("model", "{}: {} is {} but the file holds only {} tensors (each block has several)", f.name(), key, n,
              f.tensor_count());
     return n;
