@@ -11,6 +11,7 @@
 #include <map>
 
 #include "convert/export_safetensors.h"
+#include "convert/loadable_check.h"
 #include "convert/progress.h"
 #include "engine/core/error.h"
 #include "formats/arch/tensor_spec.h"
@@ -148,6 +149,7 @@ void convert(const ConvertOptions& o, std::FILE* log) {
         export_hf_folder(in, o.output, log);
         return;
     }
+    check_loadable(in, o.output.string());
     GgufWriter writer;
     std::string architecture = "(none)";
     for (const GgufEntry& e : in.metadata) {

@@ -221,7 +221,7 @@ TEST_CASE("broken vocabularies give one clear error", "[convert][tokenizer]") {
                   "the pre-tokenizer [Metaspace] is not one kiln knows");
     const std::string too_many = R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "c": 5}, "merges": []},
                                     "pre_tokenizer": {"type": "ByteLevel"}})";
-    REQUIRE_ERROR(add_hf_bpe_tokenizer(c, write("many.json", too_many), config, 3), "token id 5 is beyond the model's 3 embedding rows");
+    REQUIRE_ERROR(add_hf_bpe_tokenizer(c, write("many.json", too_many), config, 3), "has id 5, beyond the model's 3 embedding rows");
     REQUIRE_ERROR(add_hf_bpe_tokenizer(c, write("cut.json", too_many.substr(0, 40)), config, 3), "not valid JSON");
     const std::string bad_eos = R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": ["a b"]},
                                    "pre_tokenizer": {"type": "ByteLevel"}})";

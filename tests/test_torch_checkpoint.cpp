@@ -698,7 +698,7 @@ TEST_CASE("llama: missing tensors and shapes that contradict model_args", "[pyto
                   "is not part of a llama2.c model with 1 layers");
     REQUIRE_ERROR(llama_checkpoint_from_state_dict(with([&](auto& c) { set_arg(c, "model_args.n_layers", int64_t{3}); }),
                                                    "t"),
-                  "tensor 'model.layers.2.attention.wq.weight' is missing");
+                  "model_args.n_layers is 3 but the tensors hold 2 layers ('model.layers.N.*')");
     REQUIRE_ERROR(llama_checkpoint_from_state_dict(with([&](auto& c) { set_arg(c, "model_args.dim", "32"); }), "t"),
                   "model_args.dim is not a positive integer");
     REQUIRE_ERROR(llama_checkpoint_from_state_dict(with([&](auto& c) {

@@ -16,6 +16,7 @@
 #include "tools/common/cli.h"
 #include "tools/common/kl_base.h"
 #include "tools/common/kl_stats.h"
+#include "tools/common/vocabulary_fit.h"
 
 namespace {
 
@@ -130,6 +131,7 @@ int run(const Options& o) {
 
     const auto model = kiln::load_causal_lm(file);
     const auto tokenizer = kiln::load_tokenizer(*file);
+    kiln::tools::check_vocabulary_fits(*tokenizer, model->info().n_vocab, file->name());
     // llama-perplexity's method tokenizes with BOS (when the vocabulary adds
     // one) and later puts BOS at the start of every window.
     const bool with_bos = !o.score_all && tokenizer->add_bos() && tokenizer->bos() >= 0;

@@ -21,6 +21,7 @@
 #include "formats/tokenizer/utf8.h"
 #include "tools/common/check_tensors.h"
 #include "tools/common/cli.h"
+#include "tools/common/vocabulary_fit.h"
 #include "tools/kiln/conversation_mode.h"
 
 namespace {
@@ -223,6 +224,7 @@ int generate_causal(const Options& o, std::shared_ptr<const kiln::GgufFile> file
     const auto load_start = clock::now();
     const auto lm = kiln::load_causal_lm(file);
     const auto tokenizer = kiln::load_tokenizer(*file);
+    kiln::tools::check_vocabulary_fits(*tokenizer, lm->info().n_vocab, file->name());
     const int64_t n_ctx = o.ctx > 0 ? o.ctx : std::min<int64_t>(lm->info().n_ctx_train, 4096);
     const int threads = thread_count(o);
     kiln::ThreadPool pool(threads);
@@ -336,6 +338,7 @@ int generate_seq2seq(const Options& o, std::shared_ptr<const kiln::GgufFile> fil
     const kiln::TransformerModel& model = *loaded;
     const kiln::TransformerConfig& c = model.config();
     const auto tokenizer = kiln::load_tokenizer(*file);
+    kiln::tools::check_vocabulary_fits(*tokenizer, c.n_vocab, file->name());
     if (o.prompt.empty()) kiln::fail("kiln", "the prompt is empty: an encoder-decoder model needs a source text (-p)");
     std::vector<int32_t> source = tokenizer->encode(o.prompt, kiln::EncodeOptions{.parse_special = o.parse_special});
     source.push_back(c.eos);

@@ -22,11 +22,11 @@ Gpt2Params Gpt2Params::read(const MetadataView& f) {
     Gpt2Params p;
     p.name = string_or(f, "general.name", "");
     p.dim = positive(f, kEmbeddingLength);
-    p.n_layers = positive(f, kBlockCount);
+    p.n_layers = block_count(f, kBlockCount);
     p.n_heads = positive(f, kHeadCount);
     p.ffn_dim = positive(f, kFeedForwardLength);
     p.n_ctx_train = positive(f, kContextLength);
-    p.norm_eps = number_or(f, kNormEpsilon, 1e-5f);
+    p.norm_eps = positive_number_or(f, kNormEpsilon, 1e-5f);
     const auto suffix = [](std::string_view key) { return key.substr(kGpt2.size() + 1); };
     refuse_unknown_keys(f, kGpt2,
                         {suffix(kContextLength), suffix(kEmbeddingLength), suffix(kFeedForwardLength),

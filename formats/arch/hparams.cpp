@@ -1,6 +1,7 @@
 #include "formats/arch/hparams.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -24,6 +25,22 @@ int64_t positive_or(const MetadataView& f, const std::string& key, int64_t fallb
 
 float number_or(const MetadataView& f, const std::string& key, float fallback) {
     return f.find(key) ? static_cast<float>(f.get_number(key)) : fallback;
+}
+
+float positive_number_or(const MetadataView& f, const std::string& key, float fallback) {
+    const float v = number_or(f, key, fallback);
+    if (!std::isfinite(v) || v <= 0.0f) fail("model", "{}: {} is {} (it must be a positive finite number)", f.name(), key, v);
+    return v;
+}
+
+int64_t block_count(const MetadataView& f, const std::string& key) {
+    const int64_t n = positive(f, key);
+    // A file of no tensors (a vocabulary-only GGUF) is refused next, by its
+    // first missing tensor, before anything is built per layer.
+    if (f.tensor_count() > 0 && static_cast<uint64_t>(n) > f.tensor_count())
+        fail("model", "{}: {} is {} but the file holds only {} tensors (each block has several)", f.name(), key, n,
+             f.tensor_count());
+    return n;
 }
 
 bool bool_or(const MetadataView& f, const std::string& key, bool fallback) {

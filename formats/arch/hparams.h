@@ -17,6 +17,13 @@ int64_t positive(const MetadataView& f, const std::string& key);
 int64_t positive_or(const MetadataView& f, const std::string& key, int64_t fallback);
 // A float hyper-parameter, or `fallback` when the key is absent.
 float number_or(const MetadataView& f, const std::string& key, float fallback);
+// number_or() for what must be finite and above 0 (an epsilon, a RoPE base):
+// NaN or a negative value would silently turn every output into NaN.
+float positive_number_or(const MetadataView& f, const std::string& key, float fallback);
+// A block (layer) count: positive(), and no more than the file has tensors,
+// since each block is made of several; a count the tensors cannot back would
+// otherwise size per-layer tables before any tensor is looked at.
+int64_t block_count(const MetadataView& f, const std::string& key);
 // A bool hyper-parameter, or `fallback` when the key is absent.
 bool bool_or(const MetadataView& f, const std::string& key, bool fallback);
 // A string hyper-parameter, or `fallback` when the key is absent.

@@ -78,7 +78,7 @@ LlamaParams LlamaParams::read(const MetadataView& f, std::string_view architectu
     const auto key = [&](const char* suffix) { return p.key(suffix); };
     p.name = string_or(f, "general.name", "");
     p.dim = positive(f, key(kEmbeddingLength));
-    p.n_layers = positive(f, key(kBlockCount));
+    p.n_layers = block_count(f, key(kBlockCount));
     p.n_heads = positive(f, key(kHeadCount));
     p.n_kv_heads = positive_or(f, key(kHeadCountKv), p.n_heads);
     p.ffn_dim = positive(f, key(kFeedForwardLength));
@@ -104,8 +104,8 @@ LlamaParams LlamaParams::read(const MetadataView& f, std::string_view architectu
     if (!bool_or(f, key(kCausal), true))
         fail("model", "{}: {} is false: non-causal attention is not implemented", f.name(), key(kCausal));
     p.n_rot = positive_or(f, key(kRopeDimensionCount), p.head_dim());
-    p.norm_eps = number_or(f, key(kRmsEpsilon), p.norm_eps);
-    p.rope_base = number_or(f, key(kRopeFreqBase), kDefaultRopeBase);
+    p.norm_eps = positive_number_or(f, key(kRmsEpsilon), p.norm_eps);
+    p.rope_base = positive_number_or(f, key(kRopeFreqBase), kDefaultRopeBase);
     p.rope_scaling = read_rope_scaling(f, p);
 
     // llama.cpp has no vocabulary-size key for llama: the embedding's columns are the vocabulary.

@@ -24,6 +24,8 @@ public:
     virtual const std::vector<uint64_t>* tensor_dims(std::string_view tensor) const = 0;
     // Every metadata key, in order.
     virtual std::vector<std::string_view> keys() const = 0;
+    // How many tensors there are (a bound on how many layers they can make up).
+    virtual size_t tensor_count() const = 0;
 
     std::string get_string(std::string_view key) const;
     int64_t get_int(std::string_view key) const;
@@ -37,6 +39,7 @@ public:
     const GgufValue* find(std::string_view key) const override { return file_.find(key); }
     const std::vector<uint64_t>* tensor_dims(std::string_view tensor) const override;
     std::vector<std::string_view> keys() const override;
+    size_t tensor_count() const override { return file_.tensors().size(); }
 
 private:
     const GgufFile& file_;
@@ -53,6 +56,7 @@ public:
     const GgufValue* find(std::string_view key) const override;
     const std::vector<uint64_t>* tensor_dims(std::string_view tensor) const override;
     std::vector<std::string_view> keys() const override;
+    size_t tensor_count() const override { return tensors_.size(); }
 
 private:
     std::string name_;

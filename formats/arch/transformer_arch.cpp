@@ -26,11 +26,11 @@ TransformerParams TransformerParams::read(const MetadataView& f) {
     p.name = string_or(f, "general.name", "");
     p.dim = positive(f, kEmbeddingLength);
     p.ffn_dim = positive(f, kFeedForwardLength);
-    p.n_encoder_layers = positive(f, kEncoderBlockCount);
-    p.n_decoder_layers = positive(f, kDecoderBlockCount);
+    p.n_encoder_layers = block_count(f, kEncoderBlockCount);
+    p.n_decoder_layers = block_count(f, kDecoderBlockCount);
     p.n_heads = positive(f, kHeadCount);
     p.n_ctx = positive(f, kContextLength);
-    p.norm_eps = number_or(f, kNormEpsilon, 1e-5f);
+    p.norm_eps = positive_number_or(f, kNormEpsilon, 1e-5f);
     if (!(p.norm_eps > 0)) fail("model", "{}: {} must be positive", f.name(), kNormEpsilon);
     p.norm_first = bool_or(f, kNormFirst, false);
     const std::string act = string_or(f, kFfnActivation, "relu");

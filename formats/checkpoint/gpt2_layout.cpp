@@ -8,6 +8,7 @@
 #include "engine/core/error.h"
 #include "engine/core/printable.h"
 #include "formats/arch/gpt2_arch.h"
+#include "formats/checkpoint/layer_count.h"
 
 namespace kiln {
 namespace {
@@ -151,8 +152,16 @@ private:
 
 }  // namespace
 
+void check_gpt2_layer_count(const Gpt2Source& source, std::string_view stated_by) {
+    LayerCount layers("h.");
+    for (const auto& [name, t] : source.tensors) layers.see(name);
+    layers.check(static_cast<uint64_t>(std::max<int64_t>(source.hp.n_layers, 0)), source.component, source.path,
+                 stated_by);
+}
+
 Checkpoint gpt2_checkpoint(const Gpt2Source& source) {
     const arch::Gpt2Params& p = source.hp;
+    check_gpt2_layer_count(source, "the layer count");
     for (int64_t v : {p.n_ctx_train, p.dim, p.ffn_dim, p.n_layers, p.n_heads, p.n_vocab})
         if (v <= 0 || v > 0xffffffff)
             fail(source.component, "{}: a hyper-parameter is {}, out of range ({})", source.path, v, source.hyper_text);

@@ -35,6 +35,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/core/dtype.h"
@@ -67,6 +68,11 @@ struct Gpt2Source {
 // Checks and maps; the result's tensors point into the source's data or the
 // result's owned buffers (the caller sets Checkpoint::source).
 Checkpoint gpt2_checkpoint(const Gpt2Source& source);
+
+// Refuses hp.n_layers (stated by `stated_by`, e.g. "model_args.n_layer") when
+// the tensors hold fewer distinct "h.N." layers (formats/checkpoint/layer_count.h);
+// gpt2_checkpoint checks this first as well.
+void check_gpt2_layer_count(const Gpt2Source& source, std::string_view stated_by);
 
 
 }  // namespace kiln

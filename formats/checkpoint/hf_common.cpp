@@ -8,6 +8,7 @@
 
 #include "engine/core/error.h"
 #include "engine/core/printable.h"
+#include "formats/checkpoint/layer_count.h"
 
 namespace kiln {
 
@@ -89,6 +90,12 @@ CheckpointTensor& HfTensorSource::take(Checkpoint& out, const std::string& hf, s
     for (size_t d = t.shape.size(); d-- > 0;) ct.dims.push_back(t.shape[d]);
     out.tensors.push_back(std::move(ct));
     return out.tensors.back();
+}
+
+void HfTensorSource::check_layers(uint64_t declared, std::string_view key) const {
+    LayerCount layers("model.layers.");
+    for (const auto& [name, where] : weights_.by_name) layers.see(name);
+    layers.check(declared, "hf", folder_.string(), fmt::format("config.json's {}", key));
 }
 
 void HfTensorSource::refuse_leftovers(std::string_view what) const {

@@ -63,6 +63,10 @@ public:
     // Qwen2ForCausalLM with 2 layers"). Names ending in `.rotary_emb.inv_freq`
     // (a buffer older transformers saved) are ignored, as llama.cpp ignores them.
     void refuse_leftovers(std::string_view what) const;
+    // Refuses config.json's `key` of `declared` layers when the weights hold
+    // fewer distinct "model.layers.N." indices: checked before the count
+    // builds names or drives loops (formats/checkpoint/layer_count.h).
+    void check_layers(uint64_t declared, std::string_view key) const;
     // Keeps the mappings alive (Checkpoint::source).
     std::shared_ptr<HfWeights::Files> shards() const { return weights_.shards; }
 

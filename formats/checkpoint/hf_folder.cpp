@@ -15,6 +15,7 @@
 #include "formats/checkpoint/hf_phi3.h"
 #include "formats/checkpoint/hf_qwen2.h"
 #include "formats/checkpoint/hf_tokenizer.h"
+#include "formats/checkpoint/json_limits.h"
 #include "formats/checkpoint/spm_model.h"
 
 namespace kiln {
@@ -26,11 +27,7 @@ json read_hf_json(const std::filesystem::path& path) {
     if (!in) fail("hf", "{}: cannot open", path.string());
     std::stringstream text;
     text << in.rdbuf();
-    try {
-        return json::parse(text.str());
-    } catch (const json::exception& e) {
-        fail("hf", "{}: not valid JSON: {}", path.string(), e.what());
-    }
+    return parse_json_bounded(text.str(), "hf", path.string());
 }
 
 HfWeights open_hf_weights(const std::filesystem::path& folder) {

@@ -9,6 +9,7 @@
 #include "engine/core/printable.h"
 #include "formats/arch/gemma_arch.h"
 #include "formats/checkpoint/hf_common.h"
+#include "formats/checkpoint/json_limits.h"
 
 namespace kiln {
 
@@ -98,12 +99,12 @@ Checkpoint hf_gemma_checkpoint(const std::filesystem::path& given) {
         if (derived == 0)
             fail("hf", "{}: query_pre_attn_scalar {}: kiln (as llama.cpp) derives the query scale from the layer count, "
                  "known only for 26, 42 and 46 layers when head_dim {} differs from hidden_size / heads {}",
-                 c.where(), c.find("query_pre_attn_scalar") ? c.find("query_pre_attn_scalar")->dump() : "256", hd,
+                 c.where(), c.find("query_pre_attn_scalar") ? json_excerpt(*c.find("query_pre_attn_scalar")) : "256", hd,
                  per_width);
         if (scalar != static_cast<double>(derived))
             fail("hf", "{}: query_pre_attn_scalar is {} but kiln's gemma2 of {} layers scales queries by 1/sqrt({}) "
                  "(the GGUF file cannot say otherwise)",
-                 c.where(), c.find("query_pre_attn_scalar") ? c.find("query_pre_attn_scalar")->dump() : "256 (default)",
+                 c.where(), c.find("query_pre_attn_scalar") ? json_excerpt(*c.find("query_pre_attn_scalar")) : "256 (default)",
                  n_layers, derived);
         for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping"}) {
             if (c.find(key) == nullptr)
@@ -115,6 +116,7 @@ Checkpoint hf_gemma_checkpoint(const std::filesystem::path& given) {
     }
 
     HfTensorSource source(folder);
+    source.check_layers(n_layers, "num_hidden_layers");
     source.drop("lm_head.weight");  // the head is the embedding; llama.cpp's converter skips a stored copy
     const std::string hyper =
         fmt::format("hidden_size {}, num_hidden_layers {}, num_attention_heads {}, num_key_value_heads {}, "

@@ -10,6 +10,7 @@
 #include "engine/core/printable.h"
 #include "formats/checkpoint/gpt2_layout.h"
 #include "formats/checkpoint/hf_folder.h"
+#include "formats/checkpoint/json_limits.h"
 
 namespace kiln {
 namespace {
@@ -74,7 +75,7 @@ private:
             p.norm_eps = e->get<double>();
         }
         if (const auto a = config_.find("activation_function"); a != config_.end() && !a->is_null()) {
-            const std::string name = a->is_string() ? a->get<std::string>() : a->dump();
+            const std::string name = a->is_string() ? a->get<std::string>() : json_excerpt(*a);
             if (std::find(std::begin(kTanhGelus), std::end(kTanhGelus), name) == std::end(kTanhGelus))
                 fail("hf", "{}: activation_function '{}' is not the tanh GELU kiln's gpt2 uses (gelu_new)", config_path_,
                      printable(name));

@@ -10,6 +10,7 @@
 #include "engine/core/error.h"
 #include "engine/core/printable.h"
 #include "formats/checkpoint/hf_common.h"
+#include "formats/checkpoint/json_limits.h"
 
 namespace kiln {
 namespace {
@@ -60,6 +61,7 @@ public:
 
     Checkpoint run() {
         read_config();
+        source_.check_layers(n_layers_, "num_hidden_layers");
         Checkpoint out;
         const arch::LlamaParams p = params();
         out.metadata = p.metadata();
@@ -67,11 +69,6 @@ public:
         if (kind_ == HfLlamaKind::Qwen2) hf_drop_metadata(out, p.key("rope.dimension_count"));
         const arch::LlamaTensors<std::string> names = arch::llama_tensor_names(p);
         const arch::LlamaTensors<std::string> hf = hf_llama_names(p.n_layers);
-        if (!rope_freqs_.empty()) {
-            std::vector<std::byte> bytes(rope_freqs_.size() * sizeof(float));
-            std::memcpy(bytes.data(), rope_freqs_.data(), bytes.size());
-            out.tensors.push_back({names.rope_freqs, DType::F32, {rope_freqs_.size()}, out.own(std::move(bytes))});
-        }
         const std::string hyper = hyper_text();
         source_.take(out, hf.token_embd, names.token_embd, {vocab_, dim_}, hyper);
         source_.take(out, hf.output_norm, names.output_norm, {dim_}, hyper);
@@ -103,6 +100,15 @@ public:
                 source_.take(out, hb.ffn_down, gb.ffn_down, {dim_}, hyper);
                 source_.take(out, hb.ffn_up, gb.ffn_up, {hidden_}, hyper);
             }
+        }
+        // Llama 3.1's factors (head_dim / 2 of them) only now that the
+        // tensors have confirmed head_dim; written first, as llama.cpp does.
+        if (!llama3_scaling_.is_null()) {
+            const std::vector<float> factors = llama3_factors(c_, llama3_scaling_, head_dim_, rope_theta_);
+            std::vector<std::byte> bytes(factors.size() * sizeof(float));
+            std::memcpy(bytes.data(), factors.data(), bytes.size());
+            out.tensors.insert(out.tensors.begin(), CheckpointTensor{names.rope_freqs, DType::F32, {factors.size()},
+                                                                     out.own(std::move(bytes))});
         }
         source_.refuse_leftovers(
             kind_ == HfLlamaKind::Qwen2
@@ -174,13 +180,14 @@ private:
             const std::pair<const char*, double> defaults[] = {{"beta_fast", 32.0}, {"beta_slow", 1.0}};
             for (const auto& [key, value] : defaults)
                 if (scaling_number(c_, s, key, value) != value)
-                    fail("hf", "{}: rope_scaling.{} is {}; kiln's YaRN uses {}", c_.where(), key, s[key].dump(), value);
+                    fail("hf", "{}: rope_scaling.{} is {}; kiln's YaRN uses {}", c_.where(), key, json_excerpt(s[key]), value);
             for (const char* key : {"attention_factor", "mscale", "mscale_all_dim"})
                 if (const auto it = s.find(key); it != s.end() && !it->is_null())
                     fail("hf", "{}: rope_scaling.{} is set; kiln converts YaRN with its default attention factor only",
                          c_.where(), key);
         } else if (type == "llama3" && kind_ == HfLlamaKind::Llama) {
-            rope_freqs_ = llama3_factors(c_, s, head_dim_, rope_theta_);
+            llama3_scaling_ = s;  // checked here, used once the tensors confirm head_dim
+            llama3_factors(c_, s, 2, rope_theta_);
         } else {
             fail("hf", "{}: rope_scaling type '{}' is not one kiln converts for {} (linear, yarn{})", c_.where(),
                  printable(type), architecture_, kind_ == HfLlamaKind::Llama ? ", llama3" : "");
@@ -223,7 +230,7 @@ private:
     double norm_eps_ = 0, rope_theta_ = 0;
     bool tied_ = false, qkv_bias_ = false, output_bias_ = false, mlp_bias_ = false;
     arch::RopeScaling scaling_;
-    std::vector<float> rope_freqs_;
+    json llama3_scaling_;
 };
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "engine/core/printable.h"
 #include "formats/arch/phi3_arch.h"
 #include "formats/checkpoint/hf_common.h"
+#include "formats/checkpoint/json_limits.h"
 
 namespace kiln {
 
@@ -25,7 +26,7 @@ std::vector<float> factor_list(const HfConfig& c, const json& s, const char* key
     std::vector<float> out;
     for (const json& v : *it) {
         if (!v.is_number() || !(v.get<double>() > 0) || !std::isfinite(v.get<double>()))
-            fail("hf", "{}: rope_scaling.{} holds {}, not a positive number", c.where(), key, v.dump());
+            fail("hf", "{}: rope_scaling.{} holds {}, not a positive number", c.where(), key, json_excerpt(v));
         out.push_back(static_cast<float>(v.get<double>()));
     }
     return out;
@@ -53,7 +54,7 @@ Checkpoint hf_phi3_checkpoint(const std::filesystem::path& given) {
              c.count("head_dim"), hd);
     if (c.find("partial_rotary_factor") != nullptr && c.number("partial_rotary_factor") != 1.0)
         fail("hf", "{}: partial_rotary_factor is {}; kiln's phi3 rotates whole heads", c.where(),
-             c.find("partial_rotary_factor")->dump());
+             json_excerpt(*c.find("partial_rotary_factor")));
     if (hd % 2 != 0) fail("hf", "{}: the head size {} is odd; RoPE needs pairs", c.where(), hd);
     if (n_heads % n_kv != 0)
         fail("hf", "{}: num_attention_heads {} is not a multiple of num_key_value_heads {}", c.where(), n_heads, n_kv);
@@ -98,11 +99,12 @@ Checkpoint hf_phi3_checkpoint(const std::filesystem::path& given) {
         if (const auto af = s.find("attention_factor"); af != s.end() && !af->is_null())
             if (!af->is_number() || std::abs(af->get<double>() - attn) > 1e-6 * attn)
                 fail("hf", "{}: rope_scaling.attention_factor {} differs from sqrt(1 + ln(scale) / ln(original)) = {}",
-                     c.where(), af->dump(), attn);
+                     c.where(), json_excerpt(*af), attn);
         hf_set_metadata(out, l.key("rope.scaling.attn_factor"), GgufValue(static_cast<float>(attn)));
     }
 
     HfTensorSource source(folder);
+    source.check_layers(n_layers, "num_hidden_layers");
     const std::string hyper =
         fmt::format("hidden_size {}, num_hidden_layers {}, num_attention_heads {}, num_key_value_heads {}, "
                     "intermediate_size {}, vocab_size {}",

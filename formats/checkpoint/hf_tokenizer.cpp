@@ -11,6 +11,7 @@
 #include "engine/core/error.h"
 #include "engine/core/printable.h"
 #include "formats/checkpoint/hf_folder.h"
+#include "formats/checkpoint/json_limits.h"
 
 namespace kiln {
 namespace {
@@ -86,7 +87,7 @@ std::optional<uint32_t> config_id(const json& config, std::string_view key, size
     const auto it = config.find(key);
     if (it == config.end() || it->is_null()) return std::nullopt;
     if (!it->is_number_unsigned() || it->get<uint64_t>() >= n_tokens)
-        fail("tokenizer", "{}: config.json's {} {} is not a token id below {}", where, key, it->dump(), n_tokens);
+        fail("tokenizer", "{}: config.json's {} {} is not a token id below {}", where, key, json_excerpt(*it), n_tokens);
     return static_cast<uint32_t>(it->get<uint64_t>());
 }
 
@@ -101,11 +102,16 @@ void add_hf_bpe_tokenizer(Checkpoint& checkpoint, const std::filesystem::path& p
     const auto type = model->find("type");
     if (type == model->end() || *type != "BPE")
         fail("tokenizer", "{}: the tokenizer model is {}; kiln embeds byte-level BPE (GPT-2) tokenizers from tokenizer.json",
-             where, type == model->end() ? "unnamed" : type->dump());
+             where, type == model->end() ? "unnamed" : json_excerpt(*type));
     const std::string pre = pre_type(j.value("pre_tokenizer", json()), where);
 
     std::map<uint64_t, std::pair<std::string, int32_t>> by_id;
+    // Each id is checked as it is read: a bound on the largest id alone would
+    // wrap for an id of 2^64 - 1 (its "+ 1" is 0) and let it index the table.
     const auto claim = [&](uint64_t id, const std::string& text, int32_t token_type) {
+        if (id >= vocab_rows)
+            fail("tokenizer", "{}: token '{}' has id {}, beyond the model's {} embedding rows (a different model's "
+                 "tokenizer?)", where, printable(text, 80), id, vocab_rows);
         const auto [it, fresh] = by_id.emplace(id, std::make_pair(text, token_type));
         if (!fresh && it->second.first != text)
             fail("tokenizer", "{}: id {} is both '{}' and '{}'", where, id, printable(it->second.first), printable(text));
@@ -127,10 +133,6 @@ void add_hf_bpe_tokenizer(Checkpoint& checkpoint, const std::filesystem::path& p
         }
     }
     if (by_id.empty()) fail("tokenizer", "{}: the vocabulary is empty", where);
-    const uint64_t n = by_id.rbegin()->first + 1;
-    if (n > vocab_rows)
-        fail("tokenizer", "{}: token id {} is beyond the model's {} embedding rows (a different model's tokenizer?)", where,
-             n - 1, vocab_rows);
     std::vector<std::string> tokens(vocab_rows);
     std::vector<int32_t> types(vocab_rows, kUnused);
     for (uint64_t id = 0; id < vocab_rows; ++id) tokens[id] = fmt::format("<unused_{}>", id);

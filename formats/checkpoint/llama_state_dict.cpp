@@ -10,6 +10,7 @@
 
 #include "engine/core/error.h"
 #include "engine/core/printable.h"
+#include "formats/checkpoint/layer_count.h"
 #include "formats/arch/llama_arch.h"
 
 namespace kiln {
@@ -104,19 +105,12 @@ private:
         return i;
     }
 
-    // Layers present: the N of every "layers.N." tensor under the prefix.
-    int64_t layers_found() const {
-        int64_t count = 0;
-        const std::string layers = prefix_ + "layers.";
-        for (const TorchTensor& t : c_.tensors) {
-            if (!t.name.starts_with(layers)) continue;
-            const std::string_view rest = std::string_view(t.name).substr(layers.size());
-            int64_t n = -1;
-            const auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), n);
-            if (ec == std::errc() && n >= 0 && end != rest.data() + rest.size() && *end == '.')
-                count = std::max(count, n + 1);
-        }
-        return count;
+    // Layers present: the distinct N of the "layers.N." tensors under the prefix
+    // (counted, so one tensor named layers.4000000000.* is one layer, not 4e9).
+    LayerCount layers_found() const {
+        LayerCount layers(prefix_ + "layers.");
+        for (const TorchTensor& t : c_.tensors) layers.see(t.name);
+        return layers;
     }
 
     void read_hyper_parameters() {
@@ -126,7 +120,9 @@ private:
                  printable(emb.name), shape_text(emb.shape));
         dim_ = arg("dim").value_or(emb.shape[1]);
         vocab_ = arg("vocab_size").value_or(emb.shape[0]);
-        n_layers_ = arg("n_layers").value_or(layers_found());
+        const LayerCount layers = layers_found();
+        n_layers_ = arg("n_layers").value_or(static_cast<int64_t>(layers.found()));
+        layers.check(static_cast<uint64_t>(std::max<int64_t>(n_layers_, 0)), "pytorch", c_.path, "model_args.n_layers");
         if (n_layers_ <= 0) fail("pytorch", "{}: the state dict has no layers ('{}layers.0.*')", c_.path, prefix_);
         const std::optional<int64_t> heads = arg("n_heads");
         if (!heads)

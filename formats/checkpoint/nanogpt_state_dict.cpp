@@ -9,6 +9,7 @@
 #include "engine/core/error.h"
 #include "engine/core/printable.h"
 #include "formats/checkpoint/gpt2_layout.h"
+#include "formats/checkpoint/layer_count.h"
 
 namespace kiln {
 namespace {
@@ -27,6 +28,8 @@ public:
         s.path = c_.path;
         collect(s);
         read_hyper_parameters(s);
+        // Before check_bias walks the layers: model_args.n_layer must be backed by tensors.
+        check_gpt2_layer_count(s, "model_args.n_layer");
         check_bias(s);
         Checkpoint out = gpt2_checkpoint(s);
         out.source = c_.source;
@@ -72,16 +75,11 @@ private:
         return static_cast<uint64_t>(*i);
     }
 
+    // Distinct layer indices, counted: a name's index is no count (h.4000000000.ln_1.weight is one layer).
     uint64_t layers_found(const Gpt2Source& s) const {
-        uint64_t count = 0;
-        for (const auto& [name, t] : s.tensors) {
-            if (!name.starts_with("h.")) continue;
-            const std::string_view rest = std::string_view(name).substr(2);
-            uint64_t n = 0;
-            const auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), n);
-            if (ec == std::errc() && end != rest.data() + rest.size() && *end == '.') count = std::max(count, n + 1);
-        }
-        return count;
+        LayerCount layers("h.");
+        for (const auto& [name, t] : s.tensors) layers.see(name);
+        return layers.found();
     }
 
     uint64_t dim_of(const Gpt2Source& s, const std::string& name, size_t dim) const {

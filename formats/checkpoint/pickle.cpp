@@ -7,6 +7,7 @@
 
 #include "engine/core/error.h"
 #include "engine/core/printable.h"
+#include "formats/checkpoint/allocation_budget.h"
 
 namespace kiln::pickle {
 namespace {
@@ -95,9 +96,13 @@ std::string_view opcode_name(uint8_t op) {
     }
 }
 
+// An unordered_map node holding a memo entry, roughly.
+constexpr uint64_t kMemoEntryBytes = 64;
+
 class Machine {
 public:
-    Machine(std::span<const std::byte> data, std::string_view name) : data_(data), name_(name) {}
+    Machine(std::span<const std::byte> data, std::string_view name, AllocationBudget& budget)
+        : data_(data), name_(name), budget_(budget) {}
 
     Pickle run() {
         for (;;) {
@@ -172,19 +177,25 @@ private:
         if (size >= UINT32_MAX) bad("the pickle holds too many values");
         return static_cast<uint32_t>(size);
     }
+    // What the arenas hold is charged as it is built; a memoised value fetched
+    // again costs one Value, but the calls below that copy one are charged too.
+    void charge(uint64_t bytes, std::string_view what) { budget_.charge(bytes, what); }
     Value make_string(Kind kind, std::span<const std::byte> bytes) {
+        charge(sizeof(std::string) + bytes.size(), "the pickle's strings");
         Value v{kind};
         v.index = checked_index(out_.strings.size());
         out_.strings.emplace_back(reinterpret_cast<const char*>(bytes.data()), bytes.size());
         return v;
     }
     Value make_sequence(Kind kind, std::vector<Value> items) {
+        charge(sizeof(std::vector<Value>) + items.size() * sizeof(Value), "the pickle's lists and tuples");
         Value v{kind};
         v.index = checked_index(out_.sequences.size());
         out_.sequences.push_back(std::move(items));
         return v;
     }
     Value make_dict() {
+        charge(sizeof(std::vector<std::pair<Value, Value>>), "the pickle's dicts");
         Value v{Kind::Dict};
         v.index = checked_index(out_.dicts.size());
         out_.dicts.emplace_back();
@@ -193,11 +204,13 @@ private:
     void add_items(Value dict, const std::vector<Value>& items) {
         if (dict.kind != Kind::Dict) bad("SETITEM(S) on a {}, not a dict", kind_name(dict.kind));
         if (items.size() % 2 != 0) bad("SETITEMS with an odd number of values ({})", items.size());
+        charge(items.size() / 2 * sizeof(std::pair<Value, Value>), "the pickle's dicts");
         auto& d = out_.dicts[dict.index];
         for (size_t i = 0; i < items.size(); i += 2) d.emplace_back(items[i], items[i + 1]);
     }
     void append_items(Value list, const std::vector<Value>& items) {
         if (list.kind != Kind::List) bad("APPEND(S) on a {}, not a list", kind_name(list.kind));
+        charge(items.size() * sizeof(Value), "the pickle's lists");
         auto& l = out_.sequences[list.index];
         l.insert(l.end(), items.begin(), items.end());
     }
@@ -207,6 +220,7 @@ private:
         if (slot > UINT32_MAX) bad("memo slot {} is out of range", slot);
         if (memo_.size() >= kMaxMemo && !memo_.contains(static_cast<uint32_t>(slot)))
             bad("the pickle's memo grows past {} entries", kMaxMemo);
+        charge(kMemoEntryBytes, "the pickle's memo");
         memo_[static_cast<uint32_t>(slot)] = top();
     }
     void memo_get(uint64_t slot) {
@@ -223,6 +237,7 @@ private:
                  "{}: the pickle refers to {}.{}, which kiln will not load (only tensors, storages, dicts and plain "
                  "values)",
                  name_, printable(module, 100), printable(name, 100));
+        charge(sizeof(GlobalRef) + g->name.size(), "the pickle's globals");
         Value v{Kind::Global};
         v.index = checked_index(out_.globals.size());
         out_.globals.push_back(std::move(*g));
@@ -247,7 +262,8 @@ private:
         if (callable.kind != Kind::Global) bad("REDUCE calls a {}, not an allowed function", kind_name(callable.kind));
         if (args_value.kind != Kind::Tuple) bad("REDUCE's arguments are a {}, not a tuple", kind_name(args_value.kind));
         const GlobalRef& g = out_.globals[callable.index];
-        const std::vector<Value> args = out_.sequences[args_value.index];
+        // A reference: the cases below add dicts and tensors, never sequences.
+        const std::vector<Value>& args = out_.sequences[args_value.index];
         switch (g.kind) {
             case GlobalKind::OrderedDict:
                 if (!args.empty()) bad("collections.OrderedDict is called with {} arguments (expected none)", args.size());
@@ -261,6 +277,7 @@ private:
                             ints_arg(args, 2, "a tensor's size"), ints_arg(args, 3, "a tensor's stride")};
                 if (t.size.size() != t.stride.size())
                     bad("a tensor has {} sizes but {} strides", t.size.size(), t.stride.size());
+                charge(sizeof(TensorRef) + (t.size.size() + t.stride.size()) * sizeof(int64_t), "the pickle's tensors");
                 Value v{Kind::Tensor};
                 v.index = checked_index(out_.tensors.size());
                 out_.tensors.push_back(std::move(t));
@@ -293,6 +310,9 @@ private:
         if (f[2].kind != Kind::String || f[3].kind != Kind::String)
             bad("a persistent id's key or location is not a string");
         if (f[4].kind != Kind::Int || f[4].integer < 0) bad("a persistent id's element count is not an integer >= 0");
+        // The key and location are copied: a memoised long string must be paid for each time.
+        charge(sizeof(StorageRef) + out_.strings[f[2].index].size() + out_.strings[f[3].index].size(),
+               "the pickle's storage references");
         Value v{Kind::Storage};
         v.index = checked_index(out_.storages.size());
         out_.storages.push_back({out_.strings[f[2].index], out_.strings[f[3].index],
@@ -459,6 +479,7 @@ private:
 
     std::span<const std::byte> data_;
     std::string_view name_;
+    AllocationBudget& budget_;
     size_t pos_ = 0;
     size_t op_at_ = 0;
     Pickle out_;
@@ -491,6 +512,13 @@ std::string_view kind_name(Kind kind) noexcept {
     return "value";
 }
 
-Pickle unpickle(std::span<const std::byte> data, std::string_view name) { return Machine(data, name).run(); }
+Pickle unpickle(std::span<const std::byte> data, std::string_view name, AllocationBudget& budget) {
+    return Machine(data, name, budget).run();
+}
+
+Pickle unpickle(std::span<const std::byte> data, std::string_view name) {
+    AllocationBudget budget(data.size(), "pytorch", std::string(name));
+    return unpickle(data, name, budget);
+}
 
 }  // namespace kiln::pickle

@@ -35,7 +35,8 @@
 // protocol-0 forms) is refused with the opcode named.
 //
 // Bounds: every length is checked against the bytes that remain; the stack,
-// the mark stack and the memo are capped; pops never cross the innermost
+// the mark stack and the memo are capped; what the values take is charged to
+// an allocation budget (formats/checkpoint/allocation_budget.h); pops never cross the innermost
 // MARK. Values live in arenas owned by the result, so a container that holds
 // itself (possible through the memo) is just an index, never a leak or an
 // infinite recursion here (consumers that walk values must bound depth).
@@ -46,6 +47,10 @@
 #include <string_view>
 #include <utility>
 #include <vector>
+
+namespace kiln {
+class AllocationBudget;
+}
 
 namespace kiln::pickle {
 
@@ -124,7 +129,9 @@ inline constexpr size_t kMaxDims = 64;                // a tensor's dimensions (
 
 // Runs the pickle in `data` without executing anything. `name` (the file) starts
 // every error message. Throws kiln::Error("pytorch", ...) on anything outside
-// the whitelist, any malformed or truncated input, or a bound exceeded.
+// the whitelist, any malformed or truncated input, or a bound exceeded. What
+// it builds is charged to `budget` (by default one for `data`'s size alone).
 Pickle unpickle(std::span<const std::byte> data, std::string_view name);
+Pickle unpickle(std::span<const std::byte> data, std::string_view name, AllocationBudget& budget);
 
 }  // namespace kiln::pickle

@@ -10,6 +10,7 @@
 
 #include "engine/core/error.h"
 #include "engine/core/printable.h"
+#include "formats/checkpoint/json_limits.h"
 #include "formats/io/atomic_file.h"
 #include "formats/io/mapped_file.h"
 
@@ -87,15 +88,26 @@ public:
         std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
             return ranges[a] != ranges[b] ? ranges[a] < ranges[b] : tensors[a].name < tensors[b].name;
         });
-        for (size_t i = 1; i < order.size(); ++i) {
-            const size_t prev = order[i - 1], cur = order[i];
-            // Empty tensors take no bytes, so they cannot collide with anything.
-            if (ranges[cur].first == ranges[cur].second || ranges[prev].first == ranges[prev].second) continue;
-            if (ranges[cur].first < ranges[prev].second)
-                fail("safetensors", "{}: tensors '{}' (bytes {}..{}) and '{}' (bytes {}..{}) overlap", file_,
-                     printable(tensors[prev].name), ranges[prev].first, ranges[prev].second,
-                     printable(tensors[cur].name), ranges[cur].first, ranges[cur].second);
+        // The tensors tile the data section exactly, as the safetensors format
+        // requires: no overlap, and no hole or trailing bytes that no tensor
+        // accounts for (where a corrupt or doctored file would hide data).
+        uint64_t covered = 0;  // the data section's bytes [0, covered) belong to tensors seen so far
+        const SafetensorsTensor* last = nullptr;
+        for (size_t i : order) {
+            const auto [begin, end] = ranges[i];
+            if (begin == end) continue;  // empty tensors take no bytes, so they cannot collide with anything
+            if (begin < covered)
+                fail("safetensors", "{}: tensors '{}' (bytes ..{}) and '{}' (bytes {}..{}) overlap", file_,
+                     printable(last->name), covered, printable(tensors[i].name), begin, end);
+            if (begin > covered)
+                fail("safetensors", "{}: bytes {}..{} of the data section belong to no tensor (a hole before '{}')",
+                     file_, covered, begin, printable(tensors[i].name));
+            covered = end;
+            last = &tensors[i];
         }
+        if (covered != data.size())
+            fail("safetensors", "{}: the data section has {} bytes but its tensors end at byte {} (bytes {}..{} belong "
+                 "to no tensor)", file_, data.size(), covered, covered, data.size());
         std::vector<SafetensorsTensor> sorted;
         sorted.reserve(tensors.size());
         for (size_t i : order) sorted.push_back(std::move(tensors[i]));
@@ -114,6 +126,8 @@ private:
                 duplicate = parsed.get<std::string>();
             return true;
         };
+        if (json_nesting_depth(std::string_view(begin, end)) > kMaxJsonDepth)
+            fail("safetensors", "{}: the header nests arrays or objects more than {} levels deep", file_, kMaxJsonDepth);
         json header;
         try {
             header = json::parse(begin, end, watch);

@@ -152,7 +152,16 @@ void add_spm_tokenizer(Checkpoint& checkpoint, const std::filesystem::path& path
     if (m.pieces.size() != vocab_rows)
         fail("tokenizer", "{}: {} pieces but the model's embedding has {} rows (a different model's tokenizer?)", name,
              m.pieces.size(), vocab_rows);
-    const auto id_ok = [&](int32_t id) { return id >= 0 && static_cast<size_t>(id) < m.pieces.size(); };
+    // -1 is SentencePiece's "none" (bos_id/eos_id/pad_id -1 in published
+    // models): that key is left out. Any other id must name a piece; dropping
+    // it would let the loader fall back to llama.cpp's defaults (<s> 1) and
+    // run the model with the wrong special token.
+    for (const auto& [field, id] : std::initializer_list<std::pair<const char*, int32_t>>{
+             {"unk_id", m.unk_id}, {"bos_id", m.bos_id}, {"eos_id", m.eos_id}, {"pad_id", m.pad_id}})
+        if (id < -1 || (id >= 0 && static_cast<size_t>(id) >= m.pieces.size()))
+            fail("tokenizer", "{}: the trainer spec's {} is {}, not a piece id below {} (or -1 for none)", name, field,
+                 id, m.pieces.size());
+    const auto id_ok = [&](int32_t id) { return id >= 0; };
     auto& md = checkpoint.metadata;
     md.push_back({"tokenizer.ggml.model", GgufValue("llama")});
     md.push_back({"tokenizer.ggml.tokens", gguf_array(GgufType::STRING, m.pieces)});
@@ -162,7 +171,8 @@ void add_spm_tokenizer(Checkpoint& checkpoint, const std::filesystem::path& path
              {"tokenizer.ggml.unknown_token_id", m.unk_id}, {"tokenizer.ggml.bos_token_id", m.bos_id},
              {"tokenizer.ggml.eos_token_id", m.eos_id}, {"tokenizer.ggml.padding_token_id", m.pad_id}})
         if (id_ok(id)) md.push_back({key, GgufValue(static_cast<uint32_t>(id))});
-    md.push_back({"tokenizer.ggml.add_bos_token", GgufValue(true)});
+    // Without a BOS piece there is nothing to add (the loader's default <s> 1 would be some other piece).
+    md.push_back({"tokenizer.ggml.add_bos_token", GgufValue(m.bos_id >= 0)});
     md.push_back({"tokenizer.ggml.add_eos_token", GgufValue(false)});
     md.push_back({"tokenizer.ggml.add_space_prefix", GgufValue(m.add_dummy_prefix)});
 }

@@ -8,6 +8,7 @@
 
 #include "engine/core/error.h"
 #include "engine/core/printable.h"
+#include "formats/checkpoint/allocation_budget.h"
 #include "formats/checkpoint/pickle.h"
 #include "formats/checkpoint/zip_archive.h"
 #include "formats/io/mapped_file.h"
@@ -41,18 +42,21 @@ constexpr int kMaxDepth = 64;                    // nesting of dicts/lists in a 
 // a few hundred bytes could describe 2^40 leaves. So the walk may visit as many
 // values as the pickle has bytes, plus a margin for legitimately shared ones.
 constexpr size_t kExtraVisits = size_t{1} << 16;
+constexpr size_t kMaxNameBytes = size_t{1} << 16;
+// A joined name's node in the set of names, roughly.
+constexpr uint64_t kNameEntryBytes = 64;
 constexpr int64_t kMaxExpandedBytes = int64_t{1} << 28;  // a copied view larger than its storage
 
 class Reader {
 public:
-    Reader(const ZipArchive& zip, std::string path, Backing& backing)
-        : zip_(zip), path_(std::move(path)), backing_(backing) {}
+    Reader(const ZipArchive& zip, std::string path, Backing& backing, uint64_t file_bytes)
+        : zip_(zip), path_(std::move(path)), backing_(backing), budget_(file_bytes, "pytorch", path_) {}
 
     TorchCheckpoint read() {
         find_folder();
         check_byte_order();
         const std::span<const std::byte> data = zip_.checked_entry(folder_ + "/data.pkl");
-        pickle_ = pickle::unpickle(data, path_);
+        pickle_ = pickle::unpickle(data, path_, budget_);
         max_visits_ = data.size() + kExtraVisits;
         if (pickle_.root.kind != Kind::Dict)
             fail("pytorch", "{}: the checkpoint holds a {}, not a dict (a state dict or a training checkpoint)", path_,
@@ -88,12 +92,18 @@ private:
     }
 
     // ---- walking the object
-    static void join(std::string& name, std::string_view part) {
+    void join(std::string& name, std::string_view part) const {
+        // Real names are a few dozen bytes; one long memoised key repeated at
+        // every level would otherwise grow the name by its length per level.
+        if (name.size() + part.size() + 1 > kMaxNameBytes)
+            fail("pytorch", "{}: a value's name, its keys joined with '.', is longer than {} bytes (it starts '{}')",
+                 path_, kMaxNameBytes, printable(name.empty() ? part : std::string_view(name), 60));
         if (!name.empty()) name += '.';
         name += part;
     }
 
     void claim(const std::string& name) {
+        budget_.charge(name.size() + kNameEntryBytes, "the checkpoint's names");
         if (!names_.insert(name).second)
             fail("pytorch", "{}: two values are both named '{}' once nested names are joined with '.'", path_,
                  printable(name));
@@ -146,13 +156,16 @@ private:
         }
     }
 
-    std::optional<GgufValue> scalar_value(Value v) const {
+    std::optional<GgufValue> scalar_value(Value v) {
         switch (v.kind) {
             case Kind::Int: return GgufValue(v.integer);
             case Kind::Float: return GgufValue(v.number);
             case Kind::Bool: return GgufValue(v.integer != 0);
-            case Kind::String: return GgufValue(pickle_.string(v));
+            case Kind::String:
+                budget_.charge(sizeof(GgufValue) + pickle_.string(v).size(), "the checkpoint's values");
+                return GgufValue(pickle_.string(v));
             case Kind::Bytes: {
+                budget_.charge(sizeof(GgufValue) * (1 + pickle_.string(v).size()), "the checkpoint's values");
                 GgufArray bytes{GgufType::UINT8, {}};
                 for (char c : pickle_.string(v)) bytes.items.emplace_back(static_cast<uint8_t>(c));
                 return GgufValue(std::move(bytes));
@@ -162,7 +175,7 @@ private:
     }
 
     // A list of only numbers, only bools or only strings, as one GGUF array.
-    std::optional<GgufValue> scalar_array(const std::vector<Value>& items) const {
+    std::optional<GgufValue> scalar_array(const std::vector<Value>& items) {
         bool numbers = true, floats = false, bools = true, strings = true;
         for (const Value& item : items) {
             numbers = numbers && (item.kind == Kind::Int || item.kind == Kind::Float);
@@ -175,6 +188,8 @@ private:
         else if (bools) array.element_type = GgufType::BOOL;
         else if (strings) array.element_type = GgufType::STRING;
         else return std::nullopt;
+        // Strings are charged one by one (scalar_value); the array's slots here.
+        budget_.charge(sizeof(GgufValue) * (1 + items.size()), "the checkpoint's values");
         for (const Value& item : items) {
             if (numbers && floats) array.items.emplace_back(item.kind == Kind::Float ? item.number
                                                                                      : static_cast<double>(item.integer));
@@ -253,13 +268,16 @@ private:
             expected_stride *= t.size[d];  // a partial product of count: cannot overflow
         }
 
+        budget_.charge(sizeof(TorchTensor) + name.size() + 2 * t.size.size() * sizeof(int64_t), "the checkpoint's tensors");
         if (count == 0) {
             out.data = {};
         } else if (contiguous) {
             out.data = storage.subspan(static_cast<size_t>(t.offset * es), static_cast<size_t>(total_bytes));
             // torch aligns storages to 64 bytes; a hand-made archive might not.
-            if (reinterpret_cast<uintptr_t>(out.data.data()) % static_cast<uintptr_t>(es) != 0)
+            if (reinterpret_cast<uintptr_t>(out.data.data()) % static_cast<uintptr_t>(es) != 0) {
+                budget_.charge(static_cast<uint64_t>(total_bytes), "copies of unaligned tensors");
                 out.data = keep(std::vector<std::byte>(out.data.begin(), out.data.end()));
+            }
         } else {
             // A view of distinct elements is at most as big as its storage; only
             // an expand (stride 0) is bigger, and that is bounded so a tiny file
@@ -270,6 +288,8 @@ private:
                      "(kiln materializes at most {} bytes beyond a storage's size)",
                      path_, printable(name), fmt::join(t.size, ", "), fmt::join(t.stride, ", "), s.numel, total_bytes,
                      kMaxExpandedBytes);
+            // One storage may be viewed by many tensors: each gathered copy is new memory.
+            budget_.charge(static_cast<uint64_t>(total_bytes), "copies of strided tensor views");
             out.data = keep(gather(storage, t, count, es));
         }
         out.name = name;
@@ -315,6 +335,7 @@ private:
     const ZipArchive& zip_;
     std::string path_;
     Backing& backing_;
+    AllocationBudget budget_;
     std::string folder_;
     pickle::Pickle pickle_;
     std::unordered_map<std::string, StorageInfo> storages_;
@@ -333,7 +354,7 @@ TorchCheckpoint read_archive(std::span<const std::byte> bytes, std::string name,
     auto backing = std::make_shared<Backing>();
     backing->mapping = std::move(mapping);
     const ZipArchive zip = ZipArchive::parse(bytes, name);
-    TorchCheckpoint out = Reader(zip, std::move(name), *backing).read();
+    TorchCheckpoint out = Reader(zip, std::move(name), *backing, bytes.size()).read();
     out.source = std::move(backing);
     return out;
 }

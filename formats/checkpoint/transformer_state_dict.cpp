@@ -10,6 +10,7 @@
 
 #include "engine/core/error.h"
 #include "engine/core/printable.h"
+#include "formats/checkpoint/layer_count.h"
 #include "formats/arch/transformer_arch.h"
 #include "formats/checkpoint/char_vocabulary.h"
 
@@ -116,17 +117,11 @@ private:
         return i;
     }
 
-    int64_t layers_found(std::string_view stack) const {
-        int64_t count = 0;
-        const std::string layers = fmt::format("{}transformer.{}.layers.", prefix_, stack);
-        for (const TorchTensor& t : c_.tensors) {
-            if (!t.name.starts_with(layers)) continue;
-            const std::string_view rest = std::string_view(t.name).substr(layers.size());
-            int64_t n = -1;
-            const auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), n);
-            if (ec == std::errc() && n >= 0 && end != rest.data() + rest.size() && *end == '.') count = std::max(count, n + 1);
-        }
-        return count;
+    // The distinct layer indices of one stack, counted (formats/checkpoint/layer_count.h).
+    LayerCount layers_found(std::string_view stack) const {
+        LayerCount layers(fmt::format("{}transformer.{}.layers.", prefix_, stack));
+        for (const TorchTensor& t : c_.tensors) layers.see(t.name);
+        return layers;
     }
 
     void read_hyper_parameters() {
@@ -143,8 +138,13 @@ private:
                  "tensor shapes", c_.path);
         n_heads_ = *heads;
         d_model_ = arg("d_model").value_or(src_->shape[1]);
-        n_enc_ = arg("num_encoder_layers").value_or(layers_found("encoder"));
-        n_dec_ = arg("num_decoder_layers").value_or(layers_found("decoder"));
+        const LayerCount encoder = layers_found("encoder"), decoder = layers_found("decoder");
+        n_enc_ = arg("num_encoder_layers").value_or(static_cast<int64_t>(encoder.found()));
+        n_dec_ = arg("num_decoder_layers").value_or(static_cast<int64_t>(decoder.found()));
+        encoder.check(static_cast<uint64_t>(std::max<int64_t>(n_enc_, 0)), "pytorch", c_.path,
+                      "model_args.num_encoder_layers");
+        decoder.check(static_cast<uint64_t>(std::max<int64_t>(n_dec_, 0)), "pytorch", c_.path,
+                      "model_args.num_decoder_layers");
         if (n_enc_ <= 0 || n_dec_ <= 0) fail("pytorch", "{}: the model needs encoder and decoder layers", c_.path);
         const TorchTensor& linear1 = required("transformer.encoder.layers.0.linear1.weight");
         ffn_ = arg("dim_feedforward").value_or(linear1.shape.empty() ? 0 : linear1.shape[0]);

@@ -2,11 +2,15 @@
 
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
+#include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 
 #include <cstdlib>
 
 #include "support/sample_gguf.h"
+
+extern char** environ;  // posix_spawn passes the tests' environment on
 
 namespace kiln::test {
 
@@ -40,6 +44,26 @@ ToolRun run_tool(const std::string& name, const std::string& args) {
     run.status = WEXITSTATUS(raw);
     run.out = read_text(dir.path() / "out");
     run.err = read_text(dir.path() / "err");
+    return run;
+}
+
+ToolRun run_tool_measured(const std::string& name, const std::string& args) {
+    TempDir dir;
+    const std::string command = fmt::format("exec {} {} >{} 2>{}", shell_quote(tool_path(name).string()), args,
+                                            shell_quote((dir.path() / "out").string()),
+                                            shell_quote((dir.path() / "err").string()));
+    const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
+    pid_t pid = 0;
+    REQUIRE(posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char* const*>(argv), environ) == 0);
+    int raw = 0;
+    rusage usage{};
+    REQUIRE(wait4(pid, &raw, 0, &usage) == pid);
+    ToolRun run;
+    REQUIRE(WIFEXITED(raw));
+    run.status = WEXITSTATUS(raw);
+    run.out = read_text(dir.path() / "out");
+    run.err = read_text(dir.path() / "err");
+    run.peak_rss_kib = usage.ru_maxrss;
     return run;
 }
 

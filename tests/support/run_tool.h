@@ -8,6 +8,7 @@ namespace kiln::test {
 struct ToolRun {
     int status = -1;  // exit status
     std::string out, err;
+    long peak_rss_kib = 0;  // the program's largest resident set (ru_maxrss)
 };
 
 // Path of a built program: "kiln-convert", or a tool such as "kiln".
@@ -15,6 +16,10 @@ std::filesystem::path tool_path(const std::string& name);
 
 // Runs the program with `args` (shell-quoted by the caller where needed).
 ToolRun run_tool(const std::string& name, const std::string& args);
+
+// run_tool() that also measures the program's peak resident memory: the
+// shell execs the program, so wait4's ru_maxrss is the program's own.
+ToolRun run_tool_measured(const std::string& name, const std::string& args);
 
 // Wraps a path or text in single quotes for the shell.
 std::string shell_quote(const std::string& s);

@@ -20,6 +20,7 @@
 #include "formats/chat/conversation.h"
 #include "formats/tokenizer/tokenizer.h"
 #include "formats/tokenizer/utf8.h"
+#include "tools/common/vocabulary_fit.h"
 
 namespace kiln::tool {
 namespace {
@@ -65,6 +66,7 @@ void print(std::string_view text) {
 int run_conversation(const ConversationOptions& o, std::shared_ptr<const GgufFile> file) {
     const auto lm = load_causal_lm(file);
     const auto tokenizer = load_tokenizer(*file);
+    tools::check_vocabulary_fits(*tokenizer, lm->info().n_vocab, o.model_path);
     const int64_t n_ctx = o.ctx > 0 ? o.ctx : std::min<int64_t>(lm->info().n_ctx_train, 4096);
     ModelChatTemplate chat = model_chat_template(*file, *tokenizer);
     if (!o.chat_template_file.empty()) {

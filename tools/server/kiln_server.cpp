@@ -17,6 +17,7 @@
 #include "formats/chat/chat_template.h"
 #include "formats/gguf/gguf_file.h"
 #include "formats/tokenizer/tokenizer.h"
+#include "tools/common/vocabulary_fit.h"
 #include "tools/common/cli.h"
 #include "tools/server/http_routes.h"
 #include "tools/server/server_options.h"
@@ -48,6 +49,7 @@ int serve(const ServerOptions& o) {
     if (kiln::is_seq2seq(*file)) kiln::fail("kiln-server", "{} is an encoder-decoder model: the server runs decoder-only models", o.model);
     const auto lm = kiln::load_causal_lm(file);
     const auto tokenizer = kiln::load_tokenizer(*file);
+    kiln::tools::check_vocabulary_fits(*tokenizer, lm->info().n_vocab, o.model);
 
     kiln::ModelChatTemplate chat_info = kiln::model_chat_template(*file, *tokenizer);
     if (!o.chat_template_file.empty()) {
