@@ -11,9 +11,11 @@
 #include <map>
 
 #include "convert/export_safetensors.h"
+#include "convert/export_torch.h"
 #include "convert/progress.h"
 #include "engine/core/error.h"
 #include "formats/arch/tensor_spec.h"
+#include "formats/arch/transformer_arch.h"
 #include "formats/checkpoint/gguf_checkpoint.h"
 #include "formats/checkpoint/char_vocabulary.h"
 #include "formats/checkpoint/hf_folder.h"
@@ -24,6 +26,7 @@
 #include "formats/checkpoint/torch_checkpoint.h"
 #include "formats/checkpoint/transformer_state_dict.h"
 #include "formats/gguf/gguf_writer.h"
+#include "formats/io/atomic_folder.h"
 
 namespace kiln::convert {
 
@@ -141,11 +144,20 @@ void convert(const ConvertOptions& o, std::FILE* log) {
     if (!std::filesystem::is_directory(folder))
         fail("convert", "cannot write '{}': the folder '{}' does not exist", o.output.string(), folder.string());
 
+    // A folder that is there already (and not empty) is refused before any reading.
+    if (o.to_safetensors) AtomicFolder::check_target(o.output);
+
     Checkpoint in = read_input(o);
     attach_tokenizer(in, o, log);
     if (o.to_safetensors) {
         if (o.mix) fail("convert", "--type does not apply to --to safetensors (float tensors keep their type)");
-        export_hf_folder(in, o.output, log);
+        // The encoder-decoder has no Hugging Face class: it goes out as the torch.nn.Transformer checkpoint kiln reads.
+        const auto arch = std::find_if(in.metadata.begin(), in.metadata.end(),
+                                       [](const GgufEntry& e) { return e.key == "general.architecture"; });
+        if (arch != in.metadata.end() && arch->value.as_string() && *arch->value.as_string() == arch::kTransformer)
+            export_torch_folder(in, o.output, log);
+        else
+            export_hf_folder(in, o.output, log);
         return;
     }
     GgufWriter writer;

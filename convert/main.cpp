@@ -66,7 +66,11 @@ file's content, not its name):
                         tokenizer.json (byte-level BPE; pre types gpt-2, llama-bpe,
                         qwen2, smollm), tokenizer_config.json (chat template, special
                         tokens, add_bos/eos) and the special ids in config.json and
-                        generation_config.json; a char vocabulary is left out (noted)
+                        generation_config.json; a char vocabulary is left out (noted).
+                        transformer (encoder-decoder) -> FOLDER/model.pt, the
+                        torch.nn.Transformer checkpoint kiln reads ("model" state dict,
+                        "model_args", "itos", "specials"), and config.json.
+                        FOLDER must be new or empty; an error leaves no folder
 
 inspect FILE            print a GGUF file's metadata, its tensors (name, type,
                         shape, bytes) and a one-line summary
