@@ -20,7 +20,8 @@ file's content, not its name):
   llama2.c .bin         legacy and ak42 v1/v2
   PyTorch .pt/.pth      torch.save archives (whitelist unpickler) of llama2.c's model.py,
                         nanoGPT's GPT and torch.nn.Transformer seq2seq models (their
-                        "itos" list is embedded)
+                        "itos" list is embedded); a folder holding model.pt (what --to
+                        safetensors writes for an encoder-decoder) reads that file
   Hugging Face folder   config.json + model.safetensors (or sharded), by "architectures":
                           LlamaForCausalLM, MistralForCausalLM -> llama (rope_scaling
                             linear, yarn, llama3 -> rope_freqs; head_dim; attention/mlp

@@ -307,6 +307,8 @@ TEST_CASE("export_pt: GGUF -> model.pt -> GGUF keeps every tensor and every meta
 
     const auto back = to_gguf(folder / "model.pt", dir.path() / "back.gguf");
     check_same_model(GgufFile::open(original), GgufFile::open(back));
+    // The folder itself converts too (it has model.pt and no safetensors).
+    check_same_model(GgufFile::open(original), GgufFile::open(to_gguf(folder, dir.path() / "back_folder.gguf")));
 
     // Tied modules share one storage in the state dict, as nn.Module.state_dict() saves them.
     const TorchCheckpoint pt = read_torch_checkpoint(folder / "model.pt");
@@ -468,10 +470,15 @@ TEST_CASE("export_pt: refusals name the problem and leave nothing behind", "[exp
                                                                  shell_quote((dir.path() / "no" / "m").string())));
     CHECK(run.status == 1);
     CHECK(run.err.find("does not exist") != std::string::npos);
-    // An empty folder is taken (and filled).
+    // An empty folder is taken (and filled), also named with a trailing '/'.
     std::filesystem::create_directories(out_parent / "empty");
     export_folder(base, out_parent / "empty");
     CHECK(listing(out_parent / "empty") == std::set<std::string>{"config.json", "model.pt"});
+    std::filesystem::create_directories(out_parent / "slash");
+    export_folder(base, (out_parent / "slash").string() + "/");
+    export_folder(base, (out_parent / "new").string() + "/");
+    CHECK(listing(out_parent / "slash") == std::set<std::string>{"config.json", "model.pt"});
+    CHECK(listing(out_parent / "new") == std::set<std::string>{"config.json", "model.pt"});
 }
 
 TEST_CASE("export_pt: a full disk during --to safetensors leaves no folder, for both exports", "[export_pt][convert]") {

@@ -36,6 +36,7 @@ void AtomicFolder::check_target(const std::filesystem::path& target) {
 }
 
 AtomicFolder::AtomicFolder(std::filesystem::path target) : target_(std::move(target)) {
+    if (target_.filename().empty() && target_.has_parent_path()) target_ = target_.parent_path();  // "out/" is out
     if (target_.filename().empty() || target_.filename() == "." || target_.filename() == "..")
         fail("io", "cannot write the folder '{}': not a folder name", target_.string());
     check_target(target_);
