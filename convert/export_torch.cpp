@@ -12,6 +12,7 @@
 
 #include "engine/core/error.h"
 #include "formats/arch/transformer_arch.h"
+#include "formats/checkpoint/hf_tokenizer_writer.h"
 #include "formats/checkpoint/torch_writer.h"
 #include "formats/io/atomic_file.h"
 #include "formats/io/atomic_folder.h"
@@ -111,7 +112,7 @@ public:
         config["layer_norm_eps"] = shortest(p_.norm_eps);
         config["tied_embeddings"] = !by_name_.contains(n.dec_token_embd);
         config["tied_generator"] = tied_generator;
-        for (const auto& [key, id] : special_ids_) config[key + "_token_id"] = id;
+        for (const auto& [key, id] : special_ids_.items()) config[key] = id;
 
         AtomicFolder out(folder);
         write_torch_checkpoint(out.path() / "model.pt", root, storages_);
@@ -119,11 +120,16 @@ public:
         const std::string text = config.dump(2) + "\n";
         file.write(std::as_bytes(std::span(text.data(), text.size())));
         file.commit();
+        for (const auto& [name, bytes] : tokenizer_.files) {
+            AtomicFile f(out.path() / name);
+            f.write(std::as_bytes(std::span(bytes.data(), bytes.size())));
+            f.commit();
+        }
         out.commit();
 
         fmt::print(log_, "kiln-convert: wrote {} (model.pt: a torch.nn.Transformer state dict, {} tensors, {} "
-                   "parameters{}{}; config.json)\n", folder.string(), tensor_count, parameters_,
-                   vocabulary_note_, tied_note());
+                   "parameters{}{}; config.json{})\n", folder.string(), tensor_count, parameters_,
+                   vocabulary_note_, tied_note(), tokenizer_files_note());
         if (dequantized_ != 0)
             fmt::print(log_, "note: {} quantized tensors are written as float32 (dequantized)\n", dequantized_);
         for (const std::string& note : notes_) fmt::print(log_, "note: {}\n", note);
@@ -262,11 +268,25 @@ private:
             return;
         }
         if (model->as_string() == nullptr || *model->as_string() != "char") {
-            vocabulary_note_ = ", no vocabulary";
-            notes_.push_back(fmt::format("the vocabulary (tokenizer.ggml.model '{}') is not a character vocabulary, "
-                                         "which is all model.pt's \"itos\" can hold: not written",
-                                         model->as_string() ? *model->as_string() : std::string("?")));
-            vocabulary_kept_ = false;
+            // "itos" holds characters only: a SentencePiece or BPE vocabulary goes beside model.pt as
+            // the Hugging Face tokenizer files (refused by name where those cannot say it).
+            const std::string kind = model->as_string() ? *model->as_string() : std::string("?");
+            tokenizer_ = hf_tokenizer_files(c_.metadata, arch::kTransformer);
+            vocabulary_in_files_ = true;
+            if (tokenizer_.files.empty()) {
+                vocabulary_note_ = ", no vocabulary";
+                notes_.push_back(fmt::format("the vocabulary (tokenizer.ggml.model '{}') has no place in model.pt "
+                                             "and no Hugging Face file kiln writes: not written", kind));
+            } else {
+                std::vector<std::string> names;
+                for (const auto& file : tokenizer_.files) names.push_back(file.first);
+                vocabulary_note_ = fmt::format(", no itos: the vocabulary is in {}", fmt::join(names, ", "));
+                notes_.push_back(fmt::format("the vocabulary (tokenizer.ggml.model '{}') is not a character "
+                                             "vocabulary, which is all \"itos\" holds: convert back with --tokenizer "
+                                             "FOLDER/{}", kind, names.front()));
+            }
+            for (const std::string& note : tokenizer_.notes) notes_.push_back(note);
+            special_ids_ = tokenizer_.special_ids;
             return;
         }
         const GgufValue* tokens = find("tokenizer.ggml.tokens");
@@ -294,7 +314,7 @@ private:
                 fail("convert", "cannot export the vocabulary: {} is not a token id below {}", key, p_.n_vocab);
             specials.items.emplace_back(role, *list->items[static_cast<size_t>(*id)].as_string());
             special_ids.insert(*id);
-            special_ids_.emplace_back(role, *id);
+            special_ids_[std::string(role) + "_token_id"] = *id;
         }
         if (const GgufValue* types = find("tokenizer.ggml.token_type")) {
             const GgufArray* t = types->as_array();
@@ -323,7 +343,7 @@ private:
         for (const GgufEntry& e : c_.metadata) {
             bool kept = std::any_of(carried.begin(), carried.end(), [&](const GgufEntry& k) { return k.key == e.key; });
             if (e.key.starts_with("tokenizer."))
-                kept = vocabulary_kept_ && std::find(std::begin(kCarriedTokenizerKeys), std::end(kCarriedTokenizerKeys),
+                kept = vocabulary_in_files_ || std::find(std::begin(kCarriedTokenizerKeys), std::end(kCarriedTokenizerKeys),
                                                      e.key) != std::end(kCarriedTokenizerKeys);
             if (!kept) left.push_back(e.key);
         }
@@ -339,16 +359,23 @@ private:
         return out;
     }
 
+    std::string tokenizer_files_note() const {
+        std::string out;
+        for (const auto& file : tokenizer_.files) out += ", " + file.first;
+        return out;
+    }
+
     const Checkpoint& c_;
     std::FILE* log_;
     arch::TransformerParams p_;
     std::map<std::string, const CheckpointTensor*> by_name_;
     std::vector<std::vector<std::byte>> owned_;  // fused and dequantized tensors
     std::vector<TorchStorage> storages_;
-    std::vector<std::pair<std::string, int64_t>> special_ids_;
+    Json special_ids_ = Json::object();  // config.json's bos_token_id, ...
     std::vector<std::string> notes_;
     std::string vocabulary_note_;
-    bool vocabulary_kept_ = true;
+    HfTokenizerFiles tokenizer_;     // a vocabulary that is not a char one
+    bool vocabulary_in_files_ = false;  // ... and then its tokenizer.* keys go there, not into model.pt
     int64_t parameters_ = 0;
     size_t dequantized_ = 0;
 };

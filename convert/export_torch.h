@@ -30,8 +30,11 @@
 //
 // Vocabulary: a char vocabulary (tokenizer.ggml.model "char") becomes "itos"
 // and "specials" (bos, eos, pad, unk); its control tokens must be exactly
-// those. Another kind of vocabulary, and metadata the checkpoint has no place
-// for, are left out, named on the log.
+// those. A SentencePiece or byte-level BPE vocabulary goes beside model.pt as
+// the Hugging Face export writes it (tokenizer.model or tokenizer.json, and
+// tokenizer_config.json; formats/checkpoint/hf_tokenizer_writer.h): kiln-convert
+// takes it back with --tokenizer. Metadata the checkpoint has no place for is
+// left out, named on the log.
 // Refused by name, kiln::Error("convert", ...): tensors outside the layout or
 // of the wrong shape, Q/K/V of different types, biases on some of Q/K/V only.
 #include <cstdio>

@@ -278,19 +278,19 @@ TEST_CASE("export_pt: torch.load and kiln read back what the torch writer writes
 }
 
 TEST_CASE("export_pt: GGUF -> model.pt -> GGUF keeps every tensor and every metadata key", "[export_pt][convert]") {
-    const std::string variant = GENERATE("postln_relu", "postln_relu_f16", "preln_gelu_shared");
+    const std::string variant = GENERATE("postln_relu", "postln_relu_f16", "postln_relu_bf16", "preln_gelu_shared");
     INFO(variant);
     test::TempDir dir;
-    const bool f16 = variant.ends_with("_f16");
-    const std::string fixture = f16 ? "postln_relu" : variant;
+    const bool f16 = variant.ends_with("_f16"), bf16 = variant.ends_with("_bf16");
+    const std::string fixture = f16 || bf16 ? "postln_relu" : variant;
     auto original = to_gguf(transformer_fixtures() / (fixture + ".pt"), dir.path() / (fixture + ".gguf"));
-    if (f16) {
-        // Matrices and tables f16, vectors f32; converted once more without --type, so that no
+    if (f16 || bf16) {
+        // Matrices and tables f16 (bf16), vectors f32; converted once more without --type, so that no
         // general.file_type remains (a conversion without --type never writes one).
-        const auto mixed = to_gguf(original, dir.path() / "mixed.gguf", "--type f16");
-        original = to_gguf(mixed, dir.path() / (fixture + ".gguf.f16"));
+        const auto mixed = to_gguf(original, dir.path() / "mixed.gguf", f16 ? "--type f16" : "--type bf16");
+        original = to_gguf(mixed, dir.path() / (fixture + ".gguf.half"));
         const GgufFile f = GgufFile::open(original);
-        CHECK(f.get_tensor("enc.blk.0.attn_q.weight").type == DType::F16);
+        CHECK(f.get_tensor("enc.blk.0.attn_q.weight").type == (f16 ? DType::F16 : DType::BF16));
         CHECK(f.get_tensor("enc.blk.0.attn_q.bias").type == DType::F32);
     }
     const auto folder = dir.path() / "out" / fixture;
@@ -340,6 +340,55 @@ TEST_CASE("export_pt: GGUF -> model.pt -> GGUF keeps every tensor and every meta
     CHECK(config["layer_norm_eps"] == 1e-5);
     CHECK(config["tied_embeddings"] == shared);
     CHECK(config["bos_token_id"] == 1);
+}
+
+TEST_CASE("export_pt: a SentencePiece vocabulary goes beside model.pt and comes back with --tokenizer",
+          "[export_pt][convert][tokenizer]") {
+    test::TempDir dir;
+    const auto base = to_gguf(transformer_fixtures() / "postln_relu.pt", dir.path() / "base.gguf");
+    // 30 pieces, as many as the model's rows: <unk>, <s>, </s>, then "▁" and a..z.
+    std::vector<std::string> tokens = {"<unk>", "<s>", "</s>", "\xe2\x96\x81"};
+    for (char c = 'a'; c <= 'z'; ++c) tokens.emplace_back(1, c);
+    std::vector<float> scores;
+    std::vector<int32_t> types = {2, 3, 3};
+    for (size_t i = 0; i < tokens.size(); ++i) scores.push_back(i < 3 ? 0.0f : -static_cast<float>(i));
+    types.resize(tokens.size(), 1);
+    const auto spm = rewrite(base, dir.path() / "spm.gguf", [&](Rewrite& r) {
+        std::erase_if(r.metadata, [](const GgufEntry& e) { return e.key.starts_with("tokenizer."); });
+        r.metadata.push_back({"tokenizer.ggml.model", GgufValue("llama")});
+        r.metadata.push_back({"tokenizer.ggml.tokens", gguf_array(GgufType::STRING, tokens)});
+        r.metadata.push_back({"tokenizer.ggml.scores", gguf_array(GgufType::FLOAT32, scores)});
+        r.metadata.push_back({"tokenizer.ggml.token_type", gguf_array(GgufType::INT32, types)});
+        r.metadata.push_back({"tokenizer.ggml.unknown_token_id", GgufValue(uint32_t{0})});
+        r.metadata.push_back({"tokenizer.ggml.bos_token_id", GgufValue(uint32_t{1})});
+        r.metadata.push_back({"tokenizer.ggml.eos_token_id", GgufValue(uint32_t{2})});
+    });
+    const auto folder = dir.path() / "out";
+    const std::string log = export_folder(spm, folder);
+    INFO(log);
+    CHECK(log.find("no itos: the vocabulary is in tokenizer.model, tokenizer_config.json") != std::string::npos);
+    CHECK(log.find("convert back with --tokenizer FOLDER/tokenizer.model") != std::string::npos);
+    CHECK(listing(folder) == std::set<std::string>{"config.json", "model.pt", "tokenizer.model", "tokenizer_config.json"});
+    std::ifstream in(folder / "config.json");
+    const auto config = nlohmann::json::parse(in);
+    CHECK(config["bos_token_id"] == 1);
+    CHECK(config["eos_token_id"] == 2);
+    CHECK(read_torch_checkpoint(folder / "model.pt").find_value("itos.0") == nullptr);
+
+    const auto back = to_gguf(folder / "model.pt", dir.path() / "back.gguf",
+                              "--tokenizer " + shell_quote((folder / "tokenizer.model").string()));
+    // Every key of the original comes back with its value (kiln's SentencePiece reader adds llama.cpp's defaults).
+    const GgufFile original = GgufFile::open(spm), round = GgufFile::open(back);
+    for (const GgufEntry& e : original.metadata()) {
+        INFO(e.key);
+        REQUIRE(round.find(e.key) != nullptr);
+        CHECK(*round.find(e.key) == e.value);
+    }
+    for (const GgufTensor& t : original.tensors()) {
+        INFO(t.name);
+        const GgufTensor& u = round.get_tensor(t.name);
+        CHECK(std::equal(u.data.begin(), u.data.end(), t.data.begin(), t.data.end()));
+    }
 }
 
 TEST_CASE("export_pt: PyTorch loads model.pt with weights_only and strict names, and its logits are kiln's",
