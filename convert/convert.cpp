@@ -11,10 +11,12 @@
 #include <map>
 
 #include "convert/export_safetensors.h"
+#include "convert/export_torch.h"
 #include "convert/loadable_check.h"
 #include "convert/progress.h"
 #include "engine/core/error.h"
 #include "formats/arch/tensor_spec.h"
+#include "formats/arch/transformer_arch.h"
 #include "formats/checkpoint/gguf_checkpoint.h"
 #include "formats/checkpoint/char_vocabulary.h"
 #include "formats/checkpoint/hf_folder.h"
@@ -25,17 +27,23 @@
 #include "formats/checkpoint/torch_checkpoint.h"
 #include "formats/checkpoint/transformer_state_dict.h"
 #include "formats/gguf/gguf_writer.h"
+#include "formats/io/atomic_folder.h"
 
 namespace kiln::convert {
 
 namespace {
 
 // What the first bytes of a file say it is. Names are never trusted.
-enum class InputFormat { Gguf, PyTorch, Llama2c, HuggingFace, Unknown };
+// TorchFolder: what --to safetensors writes for an encoder-decoder (a model.pt, no safetensors).
+enum class InputFormat { Gguf, PyTorch, Llama2c, HuggingFace, TorchFolder, Unknown };
 
 InputFormat detect(const std::filesystem::path& path) {
-    if (std::filesystem::is_directory(path))
+    if (std::filesystem::is_directory(path)) {
+        if (std::filesystem::exists(path / "model.pt") && !std::filesystem::exists(path / "model.safetensors") &&
+            !std::filesystem::exists(path / "model.safetensors.index.json"))
+            return InputFormat::TorchFolder;
         return std::filesystem::exists(path / "config.json") ? InputFormat::HuggingFace : InputFormat::Unknown;
+    }
     std::ifstream in(path, std::ios::binary);
     if (!in) fail("convert", "cannot open '{}'", path.string());
     std::array<char, 256> head{};  // enough for every header kiln recognizes
@@ -59,15 +67,15 @@ uint64_t vocab_rows(const Checkpoint& c) {
 }
 
 // A PyTorch checkpoint: which model it holds is told by the names of its tensors.
-Checkpoint read_torch(const ConvertOptions& o) {
-    const TorchCheckpoint torch = read_torch_checkpoint(o.input);
-    const std::string name = o.input.stem().string();
+Checkpoint read_torch(const std::filesystem::path& input) {
+    const TorchCheckpoint torch = read_torch_checkpoint(input);
+    const std::string name = input.stem().string();
     Checkpoint c;
     if (find_state_dict_prefix(torch, "tok_embeddings.weight")) c = llama_checkpoint_from_state_dict(torch, name);
     else if (is_nanogpt_state_dict(torch)) c = nanogpt_checkpoint_from_state_dict(torch, name);
     else if (is_transformer_state_dict(torch)) c = transformer_checkpoint_from_state_dict(torch, name);
     else
-        fail("pytorch", "{}: no model kiln knows in the checkpoint; kiln reads {}", o.input.string(), kKnownTorchModels);
+        fail("pytorch", "{}: no model kiln knows in the checkpoint; kiln reads {}", input.string(), kKnownTorchModels);
     return c;
 }
 
@@ -75,7 +83,8 @@ Checkpoint read_input(const ConvertOptions& o) {
     const InputFormat format = detect(o.input);
     switch (format) {
         case InputFormat::Gguf: return read_gguf_checkpoint(o.input);
-        case InputFormat::PyTorch: return read_torch(o);
+        case InputFormat::PyTorch: return read_torch(o.input);
+        case InputFormat::TorchFolder: return read_torch(o.input / "model.pt");
         case InputFormat::Llama2c: return read_llama2c(o.input, nullptr);
         case InputFormat::HuggingFace: return hf_checkpoint(o.input);
         case InputFormat::Unknown: break;
@@ -136,17 +145,29 @@ ModelFacts model_facts(const std::vector<GgufEntry>& metadata) {
     return f;
 }
 
-void convert(const ConvertOptions& o, std::FILE* log) {
+void convert(const ConvertOptions& options, std::FILE* log) {
     const auto start = std::chrono::steady_clock::now();
+    ConvertOptions o = options;
+    // "-o out/" names the folder out.
+    if (o.to_safetensors && o.output.filename().empty() && o.output.has_parent_path()) o.output = o.output.parent_path();
     const std::filesystem::path folder = o.output.has_parent_path() ? o.output.parent_path() : ".";
     if (!std::filesystem::is_directory(folder))
         fail("convert", "cannot write '{}': the folder '{}' does not exist", o.output.string(), folder.string());
+
+    // A folder that is there already (and not empty) is refused before any reading.
+    if (o.to_safetensors) AtomicFolder::check_target(o.output);
 
     Checkpoint in = read_input(o);
     attach_tokenizer(in, o, log);
     if (o.to_safetensors) {
         if (o.mix) fail("convert", "--type does not apply to --to safetensors (float tensors keep their type)");
-        export_hf_folder(in, o.output, log);
+        // The encoder-decoder has no Hugging Face class: it goes out as the torch.nn.Transformer checkpoint kiln reads.
+        const auto arch = std::find_if(in.metadata.begin(), in.metadata.end(),
+                                       [](const GgufEntry& e) { return e.key == "general.architecture"; });
+        if (arch != in.metadata.end() && arch->value.as_string() && *arch->value.as_string() == arch::kTransformer)
+            export_torch_folder(in, o.output, log);
+        else
+            export_hf_folder(in, o.output, log);
         return;
     }
     check_loadable(in, o.output.string());

@@ -19,6 +19,7 @@
 #include "formats/checkpoint/hf_tokenizer_writer.h"
 #include "formats/checkpoint/safetensors.h"
 #include "formats/io/atomic_file.h"
+#include "formats/io/atomic_folder.h"
 
 namespace kiln::convert {
 
@@ -400,8 +401,8 @@ void export_hf_folder(const Checkpoint& c, const std::filesystem::path& folder, 
     else if (architecture == arch::kGemma || architecture == arch::kGemma2) plan = gemma_plan(metadata);
     else if (architecture == arch::kGpt2) plan = gpt2_plan(c, metadata);
     else
-        fail("convert", "--to safetensors exports llama, qwen2, phi3, gemma and gemma2 models; this one is '{}' "
-             "(gpt2 exports too, as GPT2LMHeadModel)", architecture);
+        fail("convert", "--to safetensors exports llama, qwen2, phi3, gemma, gemma2, gpt2 and transformer models; "
+             "this one is '{}'", architecture);
     // The vocabulary's files, decided (or refused) before anything is written.
     const HfTokenizerFiles vocabulary = hf_tokenizer_files(c.metadata, architecture);
     for (const auto& [key, id] : vocabulary.special_ids.items()) plan.config[key] = id;
@@ -457,18 +458,17 @@ void export_hf_folder(const Checkpoint& c, const std::filesystem::path& folder, 
         tensors.push_back({name, DType::F32, {length}, owned.back()});
     }
 
-    std::error_code ec;
-    std::filesystem::create_directory(folder, ec);
-    if (!std::filesystem::is_directory(folder))
-        fail("convert", "cannot create the folder '{}'{}", folder.string(), ec ? ": " + ec.message() : "");
-    write_safetensors(folder / "model.safetensors", tensors, {{"format", "pt"}});
-    AtomicFile file(folder / "config.json");
+    // Written into a temporary folder renamed into place at the end: a failure
+    // (a full disk) leaves neither a folder nor some of its files behind.
+    AtomicFolder out(folder);
+    write_safetensors(out.path() / "model.safetensors", tensors, {{"format", "pt"}});
+    AtomicFile file(out.path() / "config.json");
     const std::string text = plan.config.dump(2) + "\n";
     file.write(std::as_bytes(std::span(text.data(), text.size())));
     file.commit();
     std::string written;
     for (const auto& [name, bytes] : vocabulary.files) {
-        AtomicFile f(folder / name);
+        AtomicFile f(out.path() / name);
         f.write(std::as_bytes(std::span(bytes.data(), bytes.size())));
         f.commit();
         written += ", " + name;
@@ -478,12 +478,13 @@ void export_hf_folder(const Checkpoint& c, const std::filesystem::path& folder, 
         Json generation;
         generation["_from_model_config"] = true;
         for (const auto& [key, id] : vocabulary.special_ids.items()) generation[key] = id;
-        AtomicFile f(folder / "generation_config.json");
+        AtomicFile f(out.path() / "generation_config.json");
         const std::string g = generation.dump(2) + "\n";
         f.write(std::as_bytes(std::span(g.data(), g.size())));
         f.commit();
         written += ", generation_config.json";
     }
+    out.commit();
     fmt::print(log, "kiln-convert: wrote {} (config.json, model.safetensors: {} tensors{})\n", folder.string(),
                tensors.size(), written);
     for (const std::string& note : plan.notes) fmt::print(log, "note: {}\n", note);

@@ -20,7 +20,8 @@ file's content, not its name):
   llama2.c .bin         legacy and ak42 v1/v2
   PyTorch .pt/.pth      torch.save archives (whitelist unpickler) of llama2.c's model.py,
                         nanoGPT's GPT and torch.nn.Transformer seq2seq models (their
-                        "itos" list is embedded)
+                        "itos" list is embedded); a folder holding model.pt (what --to
+                        safetensors writes for an encoder-decoder) reads that file
   Hugging Face folder   config.json + model.safetensors (or sharded), by "architectures":
                           LlamaForCausalLM, MistralForCausalLM -> llama (rope_scaling
                             linear, yarn, llama3 -> rope_freqs; head_dim; attention/mlp
@@ -66,7 +67,11 @@ file's content, not its name):
                         tokenizer.json (byte-level BPE; pre types gpt-2, llama-bpe,
                         qwen2, smollm), tokenizer_config.json (chat template, special
                         tokens, add_bos/eos) and the special ids in config.json and
-                        generation_config.json; a char vocabulary is left out (noted)
+                        generation_config.json; a char vocabulary is left out (noted).
+                        transformer (encoder-decoder) -> FOLDER/model.pt, the
+                        torch.nn.Transformer checkpoint kiln reads ("model" state dict,
+                        "model_args", "itos", "specials"), and config.json.
+                        FOLDER must be new or empty; an error leaves no folder
 
 inspect FILE            print a GGUF file's metadata, its tensors (name, type,
                         shape, bytes) and a one-line summary

@@ -516,7 +516,7 @@ TEST_CASE("hf family: --to safetensors refuses what Hugging Face cannot say", "[
     };
     // YaRN with an attention factor of 0.95 besides the default.
     refused("llama_family/llama_yarn.gguf", "llama.rope.scaling.attn_factor 0.95 (a YaRN attention factor");
-    refused("minicpm/tiny_minicpm.gguf", "--to safetensors exports llama, qwen2, phi3, gemma and gemma2 models; this one is");
+    refused("minicpm/tiny_minicpm.gguf", "--to safetensors exports llama, qwen2, phi3, gemma, gemma2, gpt2 and transformer models; this one is");
 }
 
 TEST_CASE("hf family: --help names the Hugging Face architectures", "[hf_family][convert]") {

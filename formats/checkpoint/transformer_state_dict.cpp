@@ -305,6 +305,8 @@ private:
     arch::TransformerParams params() const {
         arch::TransformerParams p;
         p.name = std::string(name_);
+        // A "name" beside "model" (kiln-convert's export writes general.name there) wins over the file's name.
+        if (const GgufValue* v = c_.find_value("name"); v != nullptr && v->as_string() != nullptr) p.name = *v->as_string();
         p.n_vocab = vocab_;
         p.n_ctx = max_len_;
         p.dim = d_model_;

@@ -36,6 +36,9 @@
 // "gelu"), layer_norm_eps (default 1e-5), max_len (the context length;
 // default 5000, the tutorials' PositionalEncoding default).
 //
+// general.name: a string "name" in the checkpoint (beside "model"), as
+// kiln-convert's export (convert/export_torch.h) writes it; else `name`.
+//
 // Vocabulary: an "itos" list of strings in the checkpoint (beside "model")
 // becomes a char vocabulary (char_vocabulary.h); "specials" {"bos": "<s>",
 // "eos": "</s>", "pad": "<pad>", "unk": ...} (token strings or ids) names the
