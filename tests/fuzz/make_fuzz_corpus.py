@@ -178,11 +178,11 @@ def torch_seeds():
     target_dir("torch_pickle")
     checkpoints = {
         "llama_train": (llama_train_checkpoint(), 2),
-        "llama_sd_p4": (llama_state_dict(torch.float16), 4),
+        "llama_sd_p4": ({"state_dict": llama_state_dict(torch.float16), "model_args": {"n_heads": HEADS}}, 4),
         "nanogpt_bias": (nanogpt_checkpoint(True), 2),
         "nanogpt_compiled_p4": (nanogpt_checkpoint(False), 4),
         "seq2seq": (seq2seq_checkpoint(), 2),
-        "views": (views_checkpoint(), 2),
+        "views": (views_checkpoint(), 4),
     }
     for name, (obj, protocol) in checkpoints.items():
         archive = torch_bytes(obj, protocol)
