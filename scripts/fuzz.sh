@@ -14,6 +14,8 @@
 # once every target has run, as does any input of tests/fuzz/regressions/ that
 # fails again. Reproduce one with
 #   build-fuzz/tests/fuzz/fuzz-TARGET build-fuzz/findings/TARGET-crash-...
+# KILN_FUZZ_FLAGS adds libFuzzer flags, e.g. '-fork=1 -ignore_crashes=1
+# -ignore_ooms=1 -ignore_timeouts=1' to keep fuzzing past findings in long runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
@@ -67,14 +69,19 @@ for t in "${targets[@]}"; do
     continue
   fi
   echo "== fuzz-$name: ${share} s (log: $log)"
+  findings() { find build-fuzz/findings -regextype egrep -regex ".*/$name-(crash|leak|timeout|oom)-.*" | wc -l; }
+  before=$(findings)
   # The first folder receives what the run finds; the seeds are only read.
-  if build-fuzz/tests/fuzz/fuzz-"$name" "build-fuzz/corpus/$name" "$seeds" ${dict:+-dict="$dict"} \
-      -max_total_time="$share" -max_len="$max_len" -rss_limit_mb=2048 -timeout=10 \
-      -artifact_prefix="build-fuzz/findings/$name-" -print_final_stats=1 >"$log" 2>&1; then
-    grep -E '^(Done|stat::number_of_executed_units|stat::peak_rss_mb)|cov: .*(DONE|ft:)' "$log" | tail -4 | sed 's/^/   /'
-  else
+  rc=0
+  build-fuzz/tests/fuzz/fuzz-"$name" "build-fuzz/corpus/$name" "$seeds" ${dict:+-dict="$dict"} \
+    -max_total_time="$share" -max_len="$max_len" -rss_limit_mb=2048 -timeout=10 \
+    -artifact_prefix="build-fuzz/findings/$name-" -print_final_stats=1 ${KILN_FUZZ_FLAGS:-} >"$log" 2>&1 || rc=$?
+  # With -ignore_crashes (fork mode) libFuzzer exits 0 after findings: count the files too.
+  if ((rc != 0)) || (( $(findings) > before )); then
     failed+=("$name")
     grep -E 'ERROR|SUMMARY|Test unit written|terminate called|what\(\)' "$log" | head -8 | sed 's/^/   /'
+  else
+    grep -E '^(Done|stat::number_of_executed_units|stat::peak_rss_mb)|cov: ' "$log" | tail -3 | sed 's/^/   /'
   fi
 done
 if ((${#failed[@]})); then
