@@ -1,9 +1,13 @@
 #pragma once
 // The fuzzer's input as a file, for the readers that take a path (as
 // kiln-convert calls them): each run overwrites one file per process, in
-// /dev/shm when it exists (no disk I/O), removed when the process exits.
+// /dev/shm when it exists (no disk I/O), removed when the process exits or,
+// when it could not be, by the next fuzzer process that starts.
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <cstddef>
 #include <cstdint>
@@ -14,6 +18,19 @@
 
 namespace kiln::fuzz {
 
+// Removes the folders of fuzzer processes that are gone: libFuzzer often ends
+// a process with _Exit (time limit, fork-mode jobs, findings), which skips atexit.
+inline void remove_stale_folders(const std::filesystem::path& base) {
+    std::error_code ignored;
+    for (const auto& entry : std::filesystem::directory_iterator(base, ignored)) {
+        const std::string name = entry.path().filename().string();
+        if (!name.starts_with("kiln-fuzz-")) continue;
+        const long pid = std::strtol(name.c_str() + 10, nullptr, 10);
+        if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
+            std::filesystem::remove_all(entry.path(), ignored);
+    }
+}
+
 // A folder of this process's own, created on first use: the inputs live there
 // under the names the readers expect (config.json, tokenizer.json, ...).
 inline const std::filesystem::path& scratch_folder() {
@@ -22,6 +39,7 @@ inline const std::filesystem::path& scratch_folder() {
         const std::filesystem::path base = std::filesystem::is_directory("/dev/shm") ? "/dev/shm"
                                            : tmp != nullptr                          ? tmp
                                                                                      : "/tmp";
+        remove_stale_folders(base);
         std::filesystem::path f = base / ("kiln-fuzz-" + std::to_string(::getpid()));
         std::filesystem::create_directories(f);
         std::atexit([] {
