@@ -33,12 +33,21 @@ std::string type_of(const json& step) {
     return t != step.end() && t->is_string() ? t->get<std::string>() : "?";
 }
 
+// A true/false setting of a step, `fallback` when absent or null. Any other
+// value is refused here: json::value() would throw nlohmann's own exception.
+bool flag(const json& step, const char* key, bool fallback, const std::string& where) {
+    const auto it = step.find(key);
+    if (it == step.end() || it->is_null()) return fallback;
+    if (!it->is_boolean()) fail("tokenizer", "{}: the {} pre-tokenizer's {} is not true or false", where, type_of(step), key);
+    return it->get<bool>();
+}
+
 // A ByteLevel step: whether it splits with GPT-2's regex itself (use_regex,
 // default true); a prefix space is not something llama.cpp's types add.
 bool byte_level_regex(const json& step, const std::string& where) {
-    if (step.value("add_prefix_space", false))
+    if (flag(step, "add_prefix_space", false, where))
         fail("tokenizer", "{}: the ByteLevel pre-tokenizer adds a prefix space, which no llama.cpp pre type does", where);
-    return step.value("use_regex", true);
+    return flag(step, "use_regex", true, where);
 }
 
 // tokenizer.ggml.pre for the file's pre_tokenizer: the llama.cpp type that
@@ -63,7 +72,7 @@ std::string pre_type(const json& pre, const std::string& where) {
         return "gpt-2";
     }
     if (steps.size() == 2 && type_of(steps[0]) == "Digits" && type_of(steps[1]) == "ByteLevel") {
-        if (!steps[0].value("individual_digits", false) || !byte_level_regex(steps[1], where))
+        if (!flag(steps[0], "individual_digits", false, where) || !byte_level_regex(steps[1], where))
             refuse("is not SmolLM's (single digits, then GPT-2's split)");
         return "smollm";
     }
@@ -72,7 +81,9 @@ std::string pre_type(const json& pre, const std::string& where) {
         const auto pattern = split.find("pattern");
         const bool regex = pattern != split.end() && pattern->is_object() && pattern->contains("Regex") &&
                            (*pattern)["Regex"].is_string();
-        if (!regex || split.value("behavior", "") != "Isolated" || split.value("invert", false) ||
+        const auto behavior = split.find("behavior");
+        const bool isolated = behavior != split.end() && *behavior == "Isolated";
+        if (!regex || !isolated || flag(split, "invert", false, where) ||
             byte_level_regex(steps[1], where))
             refuse("is not a single isolating regex before a plain byte-level step");
         const std::string r = (*pattern)["Regex"].get<std::string>();
@@ -129,7 +140,7 @@ void add_hf_bpe_tokenizer(Checkpoint& checkpoint, const std::filesystem::path& p
                 !a["content"].is_string())
                 fail("tokenizer", "{}: an added_tokens entry has no id or content", where);
             claim(a["id"].get<uint64_t>(), a["content"].get<std::string>(),
-                  a.value("special", false) ? kControl : kUserDefined);
+                  a.contains("special") && a["special"] == true ? kControl : kUserDefined);
         }
     }
     if (by_id.empty()) fail("tokenizer", "{}: the vocabulary is empty", where);
