@@ -16,18 +16,16 @@
 #include "formats/checkpoint/hf_qwen2.h"
 #include "formats/checkpoint/hf_tokenizer.h"
 #include "formats/checkpoint/spm_model.h"
+#include "formats/io/regular_file.h"
 
 namespace kiln {
 
 using nlohmann::json;
 
 json read_hf_json(const std::filesystem::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) fail("hf", "{}: cannot open", path.string());
-    std::stringstream text;
-    text << in.rdbuf();
+    const std::string text = read_regular_file(path);
     try {
-        return json::parse(text.str());
+        return json::parse(text);
     } catch (const json::exception& e) {
         fail("hf", "{}: not valid JSON: {}", path.string(), e.what());
     }

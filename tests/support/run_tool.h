@@ -14,7 +14,8 @@ struct ToolRun {
 std::filesystem::path tool_path(const std::string& name);
 
 // Runs the program with `args` (shell-quoted by the caller where needed).
-ToolRun run_tool(const std::string& name, const std::string& args);
+// `shell_before` runs in the same shell first, e.g. "ulimit -v 400000 &&".
+ToolRun run_tool(const std::string& name, const std::string& args, const std::string& shell_before = "");
 
 // Wraps a path or text in single quotes for the shell.
 std::string shell_quote(const std::string& s);
