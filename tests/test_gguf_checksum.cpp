@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <cstdlib>
 #include <vector>
 
 #include "engine/core/error.h"
@@ -11,6 +12,8 @@
 #include "formats/gguf/gguf_file.h"
 #include "formats/gguf/gguf_writer.h"
 #include "formats/io/crc32.h"
+#include "support/run_tool.h"
+#include "support/sample_gguf.h"
 
 using namespace kiln;
 
@@ -73,4 +76,38 @@ TEST_CASE("a checksum key of the wrong type is refused", "[gguf][hostile]") {
     w.add_tensor("a", DType::F32, {2}, a);
     const auto bytes = w.to_bytes();
     CHECK_THROWS_WITH(GgufFile::parse(bytes, "typed.gguf"), Catch::Contains("(expected u32)"));
+}
+
+TEST_CASE("llama.cpp's gguf-py reads the checksum key and zlib agrees with it", "[gguf][hostile]") {
+    const char* root = std::getenv("KILN_LLAMA_CPP_DIR");
+    if (root == nullptr) {
+        WARN("SKIPPED: set KILN_LLAMA_CPP_DIR to a llama.cpp checkout to read the file with its gguf-py");
+        return;
+    }
+    const auto a = pattern(4 * 6), c = pattern(4 * 33);
+    GgufWriter w;
+    w.set("general.architecture", "test");
+    w.add_tensor("a", DType::F32, {3, 2}, a);
+    w.add_tensor("c", DType::F32, {33}, c);
+    w.add_tensor_data_checksum();
+    test::TempDir dir;
+    const auto path = dir.path() / "checked.gguf";
+    w.write(path);
+    const auto script = dir.path() / "check.py";
+    const std::string code =
+        "import sys, zlib\n"
+        "from gguf import GGUFReader\n"
+        "r = GGUFReader(sys.argv[1])\n"
+        "f = r.fields['kiln.checksum.tensor_data_crc32']\n"
+        "stored = int(f.parts[f.data[0]][0])\n"
+        "crc = 0\n"
+        "for t in r.tensors: crc = zlib.crc32(t.data.tobytes(), crc)\n"
+        "print(f.types[0].name, stored == crc, len(r.tensors))\n";
+    test::write_file(script, std::as_bytes(std::span(code.data(), code.size())));
+    const std::string command = "PYTHONPATH=" + test::shell_quote(std::string(root) + "/gguf-py") + " /usr/bin/python3 " +
+                                test::shell_quote(script.string()) + " " + test::shell_quote(path.string()) + " > " +
+                                test::shell_quote((dir.path() / "out").string());
+    REQUIRE(std::system(command.c_str()) == 0);
+    const auto out = test::read_file(dir.path() / "out");
+    CHECK(std::string(reinterpret_cast<const char*>(out.data()), out.size()) == "UINT32 True 2\n");
 }

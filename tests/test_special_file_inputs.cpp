@@ -57,8 +57,8 @@ TEST_CASE("a FIFO given as any input is refused at once", "[cli][hostile]") {
     require_refused("kiln-perplexity", "-m " + model() + " -f " + f + " -c 128", fifo, what);
     require_refused("kiln-convert", "inspect " + f, fifo, what);
     require_refused("kiln-convert", f + " -o " + q(dir.path() / "out.gguf"), fifo, what);
-    require_refused("kiln-convert", model() + " -o " + q(dir.path() / "out.gguf") + " --tokenizer " + f, fifo, what);
-    const std::string out = " -o " + q(dir.path() / "m.gguf") + " --iters 1 -t 1";
+    require_refused("kiln-convert", q(test::shared_models_dir() / "stories260K.bin") + " -o " + q(dir.path() / "out.gguf") + " --tokenizer " + f, fifo, what);
+    const std::string out = " -o " + q(dir.path() / "m.gguf") + " --iters 1 --warmup 0 -t 1";
     require_refused("kiln-train", "-f " + f + out, fifo, what);
     require_refused("kiln-train", "-f " + text + out + " --arch llama --vocab " + f, fifo, what);
     require_refused("kiln-train", "-f " + text + out + " --resume " + f, fifo, what);
@@ -73,7 +73,7 @@ TEST_CASE("a directory given as a prompt or text file is refused", "[cli][hostil
     require_refused("kiln", "-m " + d + " -p hi", dir.path(), what);
     require_refused("kiln-tokenize", "-m " + model() + " -f " + d, dir.path(), what);
     require_refused("kiln-perplexity", "-m " + model() + " -f " + d + " -c 128", dir.path(), what);
-    require_refused("kiln-train", "-f " + d + " -o " + q(dir.path() / "m.gguf") + " --iters 1 -t 1", dir.path(), what);
+    require_refused("kiln-train", "-f " + d + " -o " + q(dir.path() / "m.gguf") + " --iters 1 --warmup 0 -t 1", dir.path(), what);
     CHECK(fs::is_empty(dir.path()));
 }
 
