@@ -30,7 +30,7 @@ void require_refused(const std::string& tool, const std::string& args, const fs:
     CHECK(run.out.empty());
     REQUIRE(!run.err.empty());
     CHECK(run.err.find('\n') == run.err.size() - 1);
-    CHECK(run.err.find(fmt::format("'{}' is {}, not a regular file", path.string(), what)) != std::string::npos);
+    CHECK(run.err.find(fmt::format("'{}' is not a regular file: it is {}", path.string(), what)) != std::string::npos);
 }
 
 size_t entries(const fs::path& dir) {

@@ -36,7 +36,7 @@ RegularFile open_regular_file(const std::filesystem::path& path) {
     if (fd.get() < 0) fail("io", "cannot open '{}': {}", path.string(), std::strerror(errno));
     struct stat st {};
     if (::fstat(fd.get(), &st) != 0) fail("io", "cannot stat '{}': {}", path.string(), std::strerror(errno));
-    if (!S_ISREG(st.st_mode)) fail("io", "'{}' is {}, not a regular file", path.string(), kind_of(st.st_mode));
+    if (!S_ISREG(st.st_mode)) fail("io", "'{}' is not a regular file: it is {}", path.string(), kind_of(st.st_mode));
     // Reads of a regular file never block anyway; clear the flag so nothing downstream sees EAGAIN.
     const int flags = ::fcntl(fd.get(), F_GETFL);
     if (flags >= 0) ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK);
