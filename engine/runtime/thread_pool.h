@@ -20,6 +20,8 @@
 #include <thread>
 #include <vector>
 
+#include "engine/runtime/cpu_budget.h"
+
 namespace kiln {
 
 class ThreadPool {
@@ -45,6 +47,11 @@ public:
 
     // Whether waiting threads spin before they sleep (see above).
     bool spins() const noexcept { return spin_; }
+
+    // The default thread count (cpu_budget.h): physical cores among the CPUs
+    // the process may use, capped by its cgroup quota. Kept under this name
+    // for the callers that ask the pool.
+    static int physical_cores() noexcept { return default_thread_count(); }
 
 private:
     void worker(int ith);
