@@ -47,6 +47,7 @@
 #include "engine/models/decoder_lm.h"
 #include "engine/models/llama.h"
 #include "engine/quant/file_type.h"
+#include "engine/runtime/cpu_budget.h"
 #include "engine/runtime/thread_pool.h"
 #include "formats/gguf/gguf_file.h"
 #include "tools/common/check_tensors.h"
@@ -61,7 +62,7 @@ llama.cpp's llama-bench, with the same flags and output field names.
 
 options:
   -m, --model FILE[,FILE...]   GGUF model(s); the flag may be repeated
-  -t, --threads LIST           thread counts, comma-separated (default: physical cores)
+  -t, --threads LIST           thread counts, comma-separated (default: usable physical cores)
       --check-tensors          check every tensor's data first (NaN/inf values or
                                block scales), as llama.cpp's --check-tensors
   -p, --n-prompt LIST          prompt lengths, comma-separated; 0 = no pp test (default 512)
@@ -218,7 +219,7 @@ Options parse(int argc, char** argv) {
     }
     if (o.models.empty()) usage_error("a model is required (-m MODEL)");
     o.cache_type = cache_type.type();
-    if (!threads_given) o.threads = {kiln::ThreadPool::physical_cores()};
+    if (!threads_given) o.threads = {kiln::default_thread_count()};
     std::erase(o.n_prompt, 0);
     std::erase(o.n_gen, 0);
     if (o.n_prompt.empty() && o.n_gen.empty() && o.pg.empty() && o.gp.empty())

@@ -28,6 +28,7 @@
 #include "formats/checkpoint/transformer_state_dict.h"
 #include "formats/gguf/gguf_writer.h"
 #include "formats/io/atomic_folder.h"
+#include "formats/io/regular_file.h"
 
 namespace kiln::convert {
 
@@ -44,12 +45,9 @@ InputFormat detect(const std::filesystem::path& path) {
             return InputFormat::TorchFolder;
         return std::filesystem::exists(path / "config.json") ? InputFormat::HuggingFace : InputFormat::Unknown;
     }
-    std::ifstream in(path, std::ios::binary);
-    if (!in) fail("convert", "cannot open '{}'", path.string());
-    std::array<char, 256> head{};  // enough for every header kiln recognizes
-    in.read(head.data(), head.size());
-    const auto bytes = std::as_bytes(std::span(head.data(), static_cast<size_t>(in.gcount())));
-    if (bytes.size() >= 4 && std::memcmp(head.data(), "GGUF", 4) == 0) return InputFormat::Gguf;
+    const std::string head = read_file_head(path, 256);  // enough for every header kiln recognizes
+    const auto bytes = std::as_bytes(std::span(head.data(), head.size()));
+    if (head.starts_with("GGUF")) return InputFormat::Gguf;
     if (looks_like_torch_checkpoint(bytes)) return InputFormat::PyTorch;
     if (looks_like_llama2c(bytes, std::filesystem::file_size(path))) return InputFormat::Llama2c;
     return InputFormat::Unknown;

@@ -86,4 +86,3 @@ TEST_CASE("an exception on a worker reaches the caller and the pool stays usable
     CHECK(calls.load() == 2);
 }
 
-TEST_CASE("physical core count is positive", "[thread_pool]") { CHECK(ThreadPool::physical_cores() >= 1); }

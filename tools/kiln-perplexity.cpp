@@ -10,7 +10,9 @@
 #include <unistd.h>
 
 #include "engine/models/architectures.h"
+#include "engine/runtime/cpu_budget.h"
 #include "engine/runtime/thread_pool.h"
+#include "formats/io/regular_file.h"
 #include "formats/tokenizer/tokenizer.h"
 #include "tools/common/check_tensors.h"
 #include "tools/common/cli.h"
@@ -49,7 +51,7 @@ the model's with percentiles, the probability difference of the right token
       --chunks N        score only the first N windows (default: all)
       --kl-base FILE    without --kl-divergence: save this model's logits to FILE
       --kl-divergence   compare this model with the base logits in --kl-base FILE
-  -t, --threads N       threads (default: physical cores)
+  -t, --threads N       threads (default: the physical cores the process may use)
       --check-tensors   check every tensor's data first (NaN/inf values or
                         block scales), as llama.cpp's --check-tensors
   -ctk, --cache-type-k TYPE  KV cache type, f32 or f16 (default f32); keys and values
@@ -124,10 +126,7 @@ int run(const Options& o) {
     if (!o.score_all && o.ctx / 2 + 1 >= o.ctx)
         kiln::fail("kiln-perplexity", "-c {} leaves no position to score in the second half of a window; use -c 3 or "
                    "more, or --score-all", o.ctx);
-    std::ifstream in(o.text, std::ios::binary);
-    if (!in) kiln::fail("io", "cannot open '{}'", o.text);
-    std::ostringstream text;
-    text << in.rdbuf();
+    const std::string text = kiln::read_regular_file(o.text);
 
     const auto model = kiln::load_causal_lm(file);
     const auto tokenizer = kiln::load_tokenizer(*file);
@@ -135,7 +134,7 @@ int run(const Options& o) {
     // llama-perplexity's method tokenizes with BOS (when the vocabulary adds
     // one) and later puts BOS at the start of every window.
     const bool with_bos = !o.score_all && tokenizer->add_bos() && tokenizer->bos() >= 0;
-    std::vector<int32_t> tokens = tokenizer->encode(text.str(), kiln::EncodeOptions{.add_bos = with_bos, .parse_special = false});
+    std::vector<int32_t> tokens = tokenizer->encode(text, kiln::EncodeOptions{.add_bos = with_bos, .parse_special = false});
     int64_t windows = static_cast<int64_t>(tokens.size()) / o.ctx;
     if (o.score_all && windows == 0)
         kiln::fail("kiln-perplexity", "{} has {} tokens, fewer than one window of {} (lower -c)", o.text,
@@ -173,7 +172,7 @@ int run(const Options& o) {
         writer = std::make_unique<kiln::tools::KlBaseWriter>(o.kl_base, shape, tokens);
     }
 
-    const int threads = o.threads > 0 ? static_cast<int>(o.threads) : kiln::ThreadPool::physical_cores();
+    const int threads = o.threads > 0 ? static_cast<int>(o.threads) : kiln::default_thread_count();
     kiln::ThreadPool pool(threads);
     const auto session = model->new_session(o.ctx, 1, kiln::Executor::Mode::Fast, o.cache_type);
     fmt::print(stderr, "kiln-perplexity: {} tokens, {} windows of {}, {} threads\n", tokens.size(), windows, o.ctx,

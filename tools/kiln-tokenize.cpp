@@ -19,6 +19,7 @@
 
 #include "engine/core/printable.h"
 #include "formats/gguf/gguf_file.h"
+#include "formats/io/regular_file.h"
 #include "formats/tokenizer/tokenizer.h"
 #include "tools/common/cli.h"
 
@@ -88,15 +89,6 @@ Options parse(int argc, char** argv) {
     return options;
 }
 
-std::string read_text_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) kiln::fail("io", "{}: cannot open the text file ({})", kiln::printable(path), std::strerror(errno));
-    std::ostringstream text;
-    text << in.rdbuf();
-    if (in.bad()) kiln::fail("io", "{}: reading the text file failed", kiln::printable(path));
-    return std::move(text).str();
-}
-
 int run(int argc, char** argv) {
     const Options options = parse(argc, argv);
     if (options.help) {
@@ -105,7 +97,7 @@ int run(int argc, char** argv) {
     }
     const kiln::GgufFile file = kiln::GgufFile::open(options.model);
     const std::unique_ptr<kiln::Tokenizer> tokenizer = kiln::load_tokenizer(file);
-    const std::string text = options.file ? read_text_file(*options.file) : *options.prompt;
+    const std::string text = options.file ? kiln::read_regular_file(*options.file) : *options.prompt;
     const std::vector<int32_t> ids = tokenizer->encode(
         text, kiln::EncodeOptions{.add_bos = options.bos && tokenizer->add_bos(),
                                   .add_eos = options.bos && tokenizer->add_eos(),

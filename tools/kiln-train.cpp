@@ -13,6 +13,7 @@
 
 #include <unistd.h>
 
+#include "engine/runtime/cpu_budget.h"
 #include "engine/runtime/thread_pool.h"
 #include "engine/train/char_corpus.h"
 #include "engine/train/gpt_gguf.h"
@@ -21,6 +22,8 @@
 #include "engine/train/seq2seq_trainer.h"
 #include "engine/train/text_trainer.h"
 #include "engine/train/train_log.h"
+#include "formats/io/output_path.h"
+#include "formats/io/regular_file.h"
 #include "formats/tokenizer/tokenizer.h"
 #include "formats/tokenizer/vocab_metadata.h"
 #include "tools/common/cli.h"
@@ -99,7 +102,7 @@ Optimization:
 Reporting:
       --eval-interval N     steps between train/validation evaluations (250)
       --eval-batches N      batches per evaluation (20)
-  -t, --threads N           threads (default: physical cores)
+  -t, --threads N           threads (default: the physical cores the process may use)
   -h, --help                show this help
 )";
 
@@ -203,26 +206,28 @@ Options parse(int argc, char** argv) {
     return o;
 }
 
-std::string read_text(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) fail("io", "cannot open '{}'", path);
-    std::ostringstream text;
-    text << in.rdbuf();
-    return text.str();
+// A failed step (NaN/inf loss, ...) as one line that also names the last good
+// checkpoint, when there is one (the --resume file, or one this run wrote);
+// e.what() already starts with "[component] ", which is dropped.
+Error with_last_checkpoint(const Error& e, const std::optional<std::string>& checkpoint, int64_t step) {
+    const std::string_view message = std::string_view(e.what()).substr(e.component().size() + 3);
+    if (!checkpoint) return Error(e.component(), fmt::format("{}. No checkpoint was written yet.", message));
+    return Error(e.component(), fmt::format("{}. The last good checkpoint is {} (step {}).", message, *checkpoint, step));
 }
 
-// A failed step (NaN/inf loss, ...) as one line that also names the last good
-// checkpoint; e.what() already starts with "[component] ", which is dropped.
-Error with_last_checkpoint(const Error& e, const std::string& checkpoint, int64_t step) {
-    return Error(e.component(), fmt::format("{}. The last good checkpoint is {} (step {}).",
-                                            std::string_view(e.what()).substr(e.component().size() + 3), checkpoint,
-                                            step));
+// Every file the run will write, checked before any work, so that a wrong path
+// fails at once and nothing is written beside it.
+void check_outputs(const Options& o) {
+    check_output_path(o.output, "-o");
+    check_output_path(o.checkpoint, "--checkpoint");
+    check_output_path(fs::path(o.output).replace_extension(".csv"), "the log (MODEL.csv)");
+    check_output_path(fs::path(o.output).replace_extension(".svg"), "the loss curve (MODEL.svg)");
 }
 
 // The character GPT on a text: with --resume, the checkpoint's model and
 // vocabulary (the model flags are ignored), else the flags' and the text's.
 std::unique_ptr<Trainer> make_gpt_trainer(Options o, ThreadPool& pool) {
-    const std::string text = read_text(o.text);
+    const std::string text = read_regular_file(o.text);
     std::optional<LoadedGpt> resumed;
     if (!o.resume.empty()) {
         resumed = read_gpt_checkpoint(o.resume, o.train.decay_embeddings);
@@ -274,7 +279,7 @@ std::unique_ptr<Trainer> make_reverse_trainer(const Options& o, ThreadPool& pool
 // --resume, the checkpoint's model and tokenizer (the model and vocabulary
 // flags are ignored), else the flags'.
 std::unique_ptr<Trainer> make_llama_trainer(const Options& o, ThreadPool& pool) {
-    const std::string text = read_text(o.text);
+    const std::string text = read_regular_file(o.text);
     LlamaTrainOptions options;
     static_cast<CausalTrainOptions&>(options) = o.train;
     std::optional<LoadedLlama> resumed;
@@ -342,7 +347,8 @@ std::unique_ptr<Trainer> make_trainer(const Options& o, ThreadPool& pool) {
 // --eval-interval steps and at the end, MODEL.csv and MODEL.svg rewritten with
 // each checkpoint, --resume continuing the log, the model written at the end.
 int run(const Options& o) {
-    ThreadPool pool(o.threads > 0 ? static_cast<int>(o.threads) : ThreadPool::physical_cores());
+    check_outputs(o);
+    ThreadPool pool(o.threads > 0 ? static_cast<int>(o.threads) : default_thread_count());
     const std::unique_ptr<Trainer> trainer = make_trainer(o, pool);
     TrainLog log(trainer->logs_accuracy());
     const fs::path csv = fs::path(o.output).replace_extension(".csv");
@@ -363,6 +369,9 @@ int run(const Options& o) {
     const int64_t first_step = trainer->steps_done();
     const auto started = std::chrono::steady_clock::now();
     Evaluation last_eval;
+    // The --resume file is good until this run writes a newer one.
+    std::optional<std::string> last_checkpoint_path;
+    if (!o.resume.empty()) last_checkpoint_path = o.resume;
     int64_t last_checkpoint = first_step;
     while (trainer->steps_done() < o.iters) {
         const auto t0 = std::chrono::steady_clock::now();
@@ -371,7 +380,7 @@ int run(const Options& o) {
             r = trainer->step();
         } catch (const Error& e) {
             if (tty) fmt::print(stderr, "\n");
-            throw with_last_checkpoint(e, o.checkpoint, last_checkpoint);
+            throw with_last_checkpoint(e, last_checkpoint_path, last_checkpoint);
         }
         const auto t1 = std::chrono::steady_clock::now();
         const double seconds = std::chrono::duration<double>(t1 - t0).count();
@@ -398,6 +407,7 @@ int run(const Options& o) {
             const TrainingState state = trainer->training_state();
             trainer->write(o.checkpoint, DType::F32, &state);
             last_checkpoint = step;
+            last_checkpoint_path = o.checkpoint;
             log.write_csv(csv);
             log.write_svg(svg);
         }

@@ -16,7 +16,9 @@
 #include "engine/runtime/beam_search.h"
 #include "engine/runtime/reply_stream.h"
 #include "engine/runtime/sampler.h"
+#include "engine/runtime/cpu_budget.h"
 #include "engine/runtime/thread_pool.h"
+#include "formats/io/regular_file.h"
 #include "formats/tokenizer/tokenizer.h"
 #include "formats/tokenizer/utf8.h"
 #include "tools/common/check_tensors.h"
@@ -50,7 +52,7 @@ unless --temp or --beams is given. Timings go to stderr.
   -sys, --system-prompt TEXT  the system message of the conversation
   -r, --reverse-prompt TEXT a reply ends where TEXT appears (TEXT not shown); may repeat
       --chat-template-file FILE  a Jinja chat template instead of the model's own
-  -t, --threads N           threads (default: physical cores)
+  -t, --threads N           threads (default: the physical cores the process may use)
       --check-tensors       check every tensor's data first (NaN/inf values or
                             block scales), as llama.cpp's --check-tensors
   -c, --ctx-size N          context size in tokens (default: the model's, at most 4096)
@@ -94,14 +96,6 @@ struct Options {
     bool parse_special = true;
 };
 
-std::string read_text_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) kiln::fail("io", "cannot open '{}'", path);
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
 Options parse(int argc, char** argv) {
     using namespace kiln::cli;
     Options o;
@@ -122,7 +116,7 @@ Options parse(int argc, char** argv) {
             prompt_given = true;
         } else if (flag == "-f" || flag == "--file") {
             if (prompt_given) usage_error("give either -p or -f, not both");
-            o.prompt = read_text_file(std::string(args.value(flag)));
+            o.prompt = kiln::read_regular_file(std::string(args.value(flag)));
             prompt_given = true;
         } else if (flag == "-n" || flag == "--n-predict") {
             o.n_predict = parse_int(flag, args.value(flag), -1, 1 << 24);
@@ -190,12 +184,15 @@ Options parse(int argc, char** argv) {
     return o;
 }
 
+// Every byte of the text, a NUL too (fputs would stop at it).
+void write_stdout(std::string_view text) { std::fwrite(text.data(), 1, text.size(), stdout); }
+
 double seconds_since(std::chrono::steady_clock::time_point start) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 int thread_count(const Options& o) {
-    return o.threads > 0 ? static_cast<int>(o.threads) : kiln::ThreadPool::physical_cores();
+    return o.threads > 0 ? static_cast<int>(o.threads) : kiln::default_thread_count();
 }
 
 // Prints beam search results: the best continuation, or with --n-best all of them.
@@ -279,7 +276,7 @@ int generate_causal(const Options& o, std::shared_ptr<const kiln::GgufFile> file
         print_beams(found, *tokenizer, o, o.prompt, o.prompt.empty());
     } else {
         kiln::Sampler sampler(sampling);
-        std::fputs(o.prompt.c_str(), stdout);
+        write_stdout(o.prompt);
         std::fflush(stdout);
         kiln::ReplyStream stream(o.reverse_prompts);
         bool at_start = o.prompt.empty() && tokenizer->add_space_prefix();
@@ -304,7 +301,7 @@ int generate_causal(const Options& o, std::shared_ptr<const kiln::GgufFile> file
             // With no prompt, the first word's space prefix is the tokenizer's, not the text's.
             if (at_start && !piece.empty() && piece[0] == ' ') piece.erase(0, 1);
             at_start = at_start && piece.empty();
-            std::fputs(stream.feed(piece).c_str(), stdout);
+            write_stdout(stream.feed(piece));
             std::fflush(stdout);
             if (stream.stopped()) break;
             if (generated == limit) break;
@@ -320,7 +317,7 @@ int generate_causal(const Options& o, std::shared_ptr<const kiln::GgufFile> file
                 logits = session->eval(std::span(&tokens.back(), 1), pool);
             }
         }
-        std::fputs(stream.flush().c_str(), stdout);
+        write_stdout(stream.flush());
         std::fputs("\n", stdout);
     }
     std::fflush(stdout);

@@ -1,9 +1,10 @@
 #include "engine/runtime/thread_pool.h"
 
-#include <fstream>
-#include <set>
 #include <string>
-#include <utility>
+#include <system_error>
+
+#include "engine/core/error.h"
+#include "engine/runtime/cpu_budget.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -18,25 +19,44 @@ namespace {
 // A few microseconds of pause instructions (a pause is 10-140 cycles depending
 // on the CPU): enough for a barrier between nodes on an idle machine.
 constexpr int kSpinIterations = 1 << 9;
-// Then yield the core: when there are more runnable threads than cores, the
-// thread we wait for may need exactly this core to make progress.
-constexpr int kYieldIterations = 1 << 8;
+// Then yield the core a few times: when there are more runnable threads than
+// cores, the thread we wait for may need exactly this core to make progress.
+// Few: a yield that finds nobody else to run returns at once, so a long run
+// of them is a spin that the scheduler cannot tell from work.
+constexpr int kYieldIterations = 8;
 }  // namespace
 
-ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
+ThreadPool::ThreadPool(int n_threads)
+    : n_threads_(n_threads < 1 ? 1 : n_threads), spin_(n_threads_ <= usable_cpus()) {
     workers_.reserve(static_cast<size_t>(n_threads_ - 1));
-    for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker(i); });
+    std::string reason;
+    try {
+        for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker(i); });
+        return;
+    } catch (const std::system_error& e) {
+        reason = e.code().message();
+    } catch (const std::exception& e) {
+        reason = e.what();
+    }
+    // A thread left joinable would terminate the process when workers_ is destroyed.
+    const size_t started = workers_.size() + 1;
+    stop_workers();
+    fail("threads", "cannot start {} threads: {} started, then the system refused another ({}); use fewer threads",
+         n_threads_, started, reason);
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { stop_workers(); }
+
+void ThreadPool::stop_workers() noexcept {
     stop_.store(true, std::memory_order_relaxed);
     generation_.fetch_add(1, std::memory_order_release);
     generation_.notify_all();
     for (std::thread& t : workers_) t.join();
+    workers_.clear();
 }
 
 void ThreadPool::wait_until_changed(std::atomic<uint64_t>& word, uint64_t seen) noexcept {
-    for (int i = 0; i < kSpinIterations; ++i) {
+    for (int i = 0; spin_ && i < kSpinIterations; ++i) {
         if (word.load(std::memory_order_acquire) != seen) return;
         KILN_CPU_RELAX();
     }
@@ -102,20 +122,6 @@ void ThreadPool::barrier() noexcept {
     } else {
         wait_until_changed(barrier_phase_, phase);
     }
-}
-
-int ThreadPool::physical_cores() noexcept {
-    // Count distinct (package, core) pairs; SMT siblings share one.
-    std::set<std::pair<std::string, std::string>> cores;
-    const unsigned logical = std::thread::hardware_concurrency();
-    for (unsigned cpu = 0; cpu < logical; ++cpu) {
-        const std::string base = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/";
-        std::ifstream package(base + "physical_package_id"), core(base + "core_id");
-        std::string p, c;
-        if (!(package >> p) || !(core >> c)) return logical > 0 ? static_cast<int>(logical) : 1;
-        cores.emplace(p, c);
-    }
-    return cores.empty() ? 1 : static_cast<int>(cores.size());
 }
 
 }  // namespace kiln

@@ -7,7 +7,11 @@
 // Waiting is a spin (a decode step has hundreds of barriers and a spinning
 // barrier costs well under a microsecond) that falls back to sleeping on a
 // futex (std::atomic::wait) when nothing arrives for a while: between runs
-// the workers sleep and cost nothing.
+// the workers sleep and cost nothing. A pool with more threads than the
+// process may use at once (usable_cpus()) does not spin at all: a spinning
+// thread would hold the very core that the thread it waits for needs. Spinning
+// threads also give the core up after a few microseconds, for when another
+// process takes the cores.
 #include <algorithm>
 #include <atomic>
 #include <exception>
@@ -16,11 +20,15 @@
 #include <thread>
 #include <vector>
 
+#include "engine/runtime/cpu_budget.h"
+
 namespace kiln {
 
 class ThreadPool {
 public:
-    // n_threads >= 1; n_threads - 1 workers are started.
+    // n_threads >= 1; n_threads - 1 workers are started. When the system
+    // refuses a thread, the ones started are stopped and kiln::Error
+    // ("threads") says how many were asked, how many started, and why.
     explicit ThreadPool(int n_threads);
     ~ThreadPool();
     ThreadPool(const ThreadPool&) = delete;
@@ -37,14 +45,21 @@ public:
     // many times as this one. Memory written before the barrier is visible after it.
     void barrier() noexcept;
 
-    // Physical cores of this machine (logical CPUs when that cannot be told).
-    static int physical_cores() noexcept;
+    // Whether waiting threads spin before they sleep (see above).
+    bool spins() const noexcept { return spin_; }
+
+    // The default thread count (cpu_budget.h): physical cores among the CPUs
+    // the process may use, capped by its cgroup quota. Kept under this name
+    // for the callers that ask the pool.
+    static int physical_cores() noexcept { return default_thread_count(); }
 
 private:
     void worker(int ith);
     void wait_until_changed(std::atomic<uint64_t>& word, uint64_t seen) noexcept;
+    void stop_workers() noexcept;
 
     int n_threads_;
+    bool spin_ = true;
     std::vector<std::thread> workers_;
     const std::function<void(int, int)>* task_ = nullptr;
 

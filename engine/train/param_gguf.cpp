@@ -1,5 +1,6 @@
 #include "engine/train/param_gguf.h"
 
+#include <cmath>
 #include <cstring>
 #include <span>
 
@@ -27,7 +28,15 @@ void load_tensors(const GgufFile& file, const ParamModel& model, const std::stri
         if (tensor == nullptr) fail("checkpoint", "{}: tensor {} is missing", where, name);
         if (tensor->type != DType::F32 || tensor->dims != t.dims)
             fail("checkpoint", "{}: tensor {} is not F32 of the expected shape", where, name);
-        std::memcpy(into.data() + t.segment.offset, tensor->data.data(), t.segment.count * sizeof(float));
+        float* values = into.data() + t.segment.offset;
+        std::memcpy(values, tensor->data.data(), t.segment.count * sizeof(float));
+        // A NaN here would run a whole step before the loss shows it, and a
+        // negative second moment makes the update's square root NaN.
+        const bool second_moment = prefix == "adam_v.";
+        for (size_t i = 0; i < t.segment.count; ++i)
+            if (!std::isfinite(values[i]) || (second_moment && values[i] < 0.0f))
+                fail("checkpoint", "{}: tensor {} holds {} at element {}: the checkpoint is damaged", where, name,
+                     values[i], i);
     }
 }
 
@@ -74,7 +83,10 @@ void describe_trained_model(GgufWriter& w, std::vector<GgufEntry> architecture, 
     for (GgufEntry& e : architecture) w.set(std::move(e.key), std::move(e.value));
     for (GgufEntry& e : tokenizer) w.set(std::move(e.key), std::move(e.value));
     add_param_tensors(w, model, type, converted);
-    if (training != nullptr) add_training_state(w, model, *training);
+    if (training != nullptr) {
+        add_training_state(w, model, *training);
+        w.add_tensor_data_checksum();  // weights and moments are just other numbers when bytes flip
+    }
 }
 
 std::vector<GgufEntry> char_tokenizer_metadata(const std::vector<std::string>& tokens) {

@@ -8,6 +8,7 @@
 #include "engine/core/printable.h"
 #include "formats/checkpoint/pickle.h"
 #include "formats/io/mapped_file.h"
+#include "formats/io/regular_file.h"
 #include "formats/tokenizer/utf8.h"
 
 namespace kiln {
@@ -28,9 +29,8 @@ const Value* dict_item(const pickle::Pickle& p, Value dict, std::string_view key
 }  // namespace
 
 bool looks_like_pickle(const std::filesystem::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    char first = 0;
-    return in.get(first) && static_cast<unsigned char>(first) == 0x80;
+    const std::string head = read_file_head(path, 1);
+    return !head.empty() && static_cast<unsigned char>(head[0]) == 0x80;
 }
 
 CharVocabulary read_nanogpt_meta(const std::filesystem::path& path) {

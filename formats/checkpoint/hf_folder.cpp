@@ -17,17 +17,14 @@
 #include "formats/checkpoint/hf_tokenizer.h"
 #include "formats/checkpoint/json_limits.h"
 #include "formats/checkpoint/spm_model.h"
+#include "formats/io/regular_file.h"
 
 namespace kiln {
 
 using nlohmann::json;
 
 json read_hf_json(const std::filesystem::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) fail("hf", "{}: cannot open", path.string());
-    std::stringstream text;
-    text << in.rdbuf();
-    return parse_json_bounded(text.str(), "hf", path.string());
+    return parse_json_bounded(read_regular_file(path), "hf", path.string());
 }
 
 HfWeights open_hf_weights(const std::filesystem::path& folder) {

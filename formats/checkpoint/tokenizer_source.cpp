@@ -12,6 +12,7 @@
 #include "formats/checkpoint/llama2c.h"
 #include "formats/checkpoint/spm_model.h"
 #include "formats/gguf/gguf_file.h"
+#include "formats/io/regular_file.h"
 
 namespace kiln {
 
@@ -45,11 +46,8 @@ void add_tokenizer_file(Checkpoint& c, const std::filesystem::path& file, uint64
     if (std::filesystem::is_directory(file))
         fail(kComponent, "'{}' is a folder; --tokenizer takes one file (tokenizer.json, tokenizer.model, "
              "tokenizer.bin, meta.pkl or a GGUF)", file.string());
-    std::ifstream in(file, std::ios::binary);
-    if (!in) fail(kComponent, "cannot open '{}'", file.string());
-    std::array<char, 8> head{};
-    in.read(head.data(), head.size());
-    const auto got = static_cast<size_t>(in.gcount());
+    const std::string head = read_file_head(file, 8);
+    const size_t got = head.size();
     size_t first = 0;  // the first byte that is not JSON whitespace
     while (first < got && std::strchr(" \t\r\n", head[first]) != nullptr && head[first] != '\0') ++first;
     if (got >= 4 && std::memcmp(head.data(), "GGUF", 4) == 0) {

@@ -6,6 +6,7 @@
 
 #include "engine/core/error.h"
 #include "engine/core/printable.h"
+#include "formats/io/crc32.h"
 #include "formats/io/mapped_file.h"
 
 namespace kiln {
@@ -67,22 +68,7 @@ struct Zip64Fields {
 
 }  // namespace
 
-uint32_t zip_crc32(std::span<const std::byte> data) noexcept {
-    // One 256-entry table, built once; the bytewise loop is plenty for the
-    // small entries it is used on.
-    static const std::array<uint32_t, 256> table = [] {
-        std::array<uint32_t, 256> t{};
-        for (uint32_t i = 0; i < 256; ++i) {
-            uint32_t c = i;
-            for (int k = 0; k < 8; ++k) c = (c & 1u) ? 0xedb88320u ^ (c >> 1) : c >> 1;
-            t[i] = c;
-        }
-        return t;
-    }();
-    uint32_t crc = 0xffffffffu;
-    for (std::byte b : data) crc = table[(crc ^ static_cast<uint32_t>(b)) & 0xffu] ^ (crc >> 8);
-    return crc ^ 0xffffffffu;
-}
+uint32_t zip_crc32(std::span<const std::byte> data) noexcept { return crc32(data); }
 
 ZipArchive ZipArchive::open(const std::filesystem::path& path) {
     ZipArchive z;

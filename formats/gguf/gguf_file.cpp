@@ -8,6 +8,7 @@
 #include "engine/core/error.h"
 #include "engine/core/printable.h"
 #include "formats/io/mapped_file.h"
+#include "formats/gguf/gguf_checksum.h"
 
 namespace kiln {
 
@@ -265,6 +266,7 @@ GgufFile GgufFile::parse(std::span<const std::byte> bytes, std::string name) {
     file.bytes_ = bytes;
     file.name_ = printable(name);  // it appears in every error message
     GgufParser(file).parse();
+    verify_tensor_data_checksum(file);
     return file;
 }
 

@@ -5,7 +5,9 @@
 #include <unordered_set>
 
 #include "engine/core/error.h"
+#include "formats/gguf/gguf_checksum.h"
 #include "formats/gguf/gguf_file.h"
+#include "formats/io/crc32.h"
 #include "formats/io/atomic_file.h"
 
 namespace kiln {
@@ -99,6 +101,12 @@ void GgufWriter::add_tensor(std::string name, DType type, std::vector<uint64_t> 
     for (const Tensor& t : tensors_)
         if (t.name == name) fail("gguf", "tensor '{}' added twice", name);
     tensors_.push_back({std::move(name), type, std::move(dims), data});
+}
+
+void GgufWriter::add_tensor_data_checksum() {
+    uint32_t crc = 0;
+    for (const Tensor& t : tensors_) crc = crc32_update(crc, t.data);
+    set(kTensorDataChecksumKey, GgufValue(crc));
 }
 
 uint64_t GgufWriter::alignment() const {

@@ -24,6 +24,10 @@ public:
     // size of `dims` elements of `type` (checked).
     void add_tensor(std::string name, DType type, std::vector<uint64_t> dims, std::span<const std::byte> data);
 
+    // Sets kTensorDataChecksumKey (gguf_checksum.h) to the CRC-32 of the
+    // tensors added so far; call it after the last add_tensor().
+    void add_tensor_data_checksum();
+
     // Writes atomically to `path`.
     void write(const std::filesystem::path& path) const;
     // The whole file as bytes (for tests and small files).

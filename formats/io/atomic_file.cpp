@@ -1,6 +1,7 @@
 #include "formats/io/atomic_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <array>
@@ -9,7 +10,10 @@
 #include <csignal>
 #include <cerrno>
 #include <cstring>
+#include <chrono>
+#include <limits>
 #include <random>
+#include <string_view>
 
 #include "engine/core/error.h"
 
@@ -47,14 +51,76 @@ void install_interrupt_cleanup() {
     }
 }
 
+// The longest file name the target's folder accepts (NAME_MAX, 255 on Linux filesystems).
+size_t longest_name(const std::filesystem::path& folder) {
+    const long limit = ::pathconf(folder.empty() ? "." : folder.c_str(), _PC_NAME_MAX);
+    return limit > 0 ? static_cast<size_t>(limit) : 255;
+}
+
+// ".tmp." + a PID of up to 10 digits + "." + 8 hex digits, and the leading dot.
+constexpr size_t kTempDecoration = 1 + 5 + 10 + 1 + 8;
+
+// The part of the temporary's name that comes from the target: its name,
+// shortened so that the temporary's name still fits the folder.
+std::string temp_stem(const std::filesystem::path& target) {
+    const std::string name = target.filename().string();
+    const size_t room = longest_name(target.parent_path());
+    const size_t keep = room > kTempDecoration ? room - kTempDecoration : 1;
+    return name.substr(0, std::min(name.size(), keep));
+}
+
+// The PID in "<stem>.tmp.<pid>.<8 hex>" after the leading dot, or -1 when `name` is not such a name.
+long temp_owner(std::string_view name, std::string_view stem) {
+    if (name.size() < 1 + stem.size() || name[0] != '.' || name.substr(1, stem.size()) != stem) return -1;
+    std::string_view rest = name.substr(1 + stem.size());
+    if (!rest.starts_with(".tmp.")) return -1;
+    rest.remove_prefix(5);
+    const size_t dot = rest.find('.');
+    if (dot == std::string_view::npos || dot == 0 || dot > 10 || rest.size() - dot - 1 != 8) return -1;
+    long pid = 0;
+    for (char c : rest.substr(0, dot)) {
+        if (c < '0' || c > '9') return -1;
+        pid = pid * 10 + (c - '0');
+    }
+    for (char c : rest.substr(dot + 1))
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return -1;
+    return pid;
+}
+
+bool process_exists(long pid) {
+    if (pid <= 0 || pid > std::numeric_limits<pid_t>::max()) return false;
+    // EPERM: it exists but belongs to someone else.
+    return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+}
+
 }  // namespace
+
+int AtomicFile::remove_stale_temporaries(const std::filesystem::path& target, int64_t min_age_seconds) {
+    namespace fs = std::filesystem;
+    const fs::path folder = target.has_parent_path() ? target.parent_path() : ".";
+    const std::string stem = temp_stem(target);
+    std::error_code ec;
+    fs::directory_iterator it(folder, ec);
+    if (ec) return 0;
+    const auto now = fs::file_time_type::clock::now();
+    int removed = 0;
+    for (const fs::directory_entry& entry : it) {
+        const long pid = temp_owner(entry.path().filename().string(), stem);
+        if (pid < 0 || pid == ::getpid() || process_exists(pid)) continue;
+        const auto modified = fs::last_write_time(entry.path(), ec);
+        if (ec || now - modified < std::chrono::seconds(min_age_seconds)) continue;
+        if (entry.is_regular_file(ec) && fs::remove(entry.path(), ec)) ++removed;
+    }
+    return removed;
+}
 
 AtomicFile::AtomicFile(std::filesystem::path target) : target_(std::move(target)) {
     if (target_.filename().empty()) fail("io", "cannot write '{}': not a file name", target_.string());
     if (std::filesystem::is_directory(target_)) fail("io", "cannot write '{}': it is a directory", target_.string());
+    remove_stale_temporaries(target_);
     std::random_device entropy;
     // The temporary lives beside the target so that rename() stays on one filesystem.
-    const std::string stem = fmt::format(".{}.tmp", target_.filename().string());
+    const std::string stem = fmt::format(".{}.tmp", temp_stem(target_));
     for (int attempt = 0; attempt < 16 && file_ == nullptr; ++attempt) {
         temp_ = target_;
         temp_.replace_filename(fmt::format("{}.{}.{:08x}", stem, ::getpid(), entropy()));

@@ -33,9 +33,9 @@ std::string shell_quote(const std::string& s) {
     return out + "'";
 }
 
-ToolRun run_tool(const std::string& name, const std::string& args) {
+ToolRun run_tool(const std::string& name, const std::string& args, const std::string& shell_before) {
     TempDir dir;
-    const std::string command = fmt::format("{} {} >{} 2>{}", shell_quote(tool_path(name).string()), args,
+    const std::string command = fmt::format("{} {} {} >{} 2>{}", shell_before, shell_quote(tool_path(name).string()), args,
                                             shell_quote((dir.path() / "out").string()),
                                             shell_quote((dir.path() / "err").string()));
     const int raw = std::system(command.c_str());

@@ -15,7 +15,8 @@ struct ToolRun {
 std::filesystem::path tool_path(const std::string& name);
 
 // Runs the program with `args` (shell-quoted by the caller where needed).
-ToolRun run_tool(const std::string& name, const std::string& args);
+// `shell_before` runs in the same shell first, e.g. "ulimit -v 400000 &&".
+ToolRun run_tool(const std::string& name, const std::string& args, const std::string& shell_before = "");
 
 // run_tool() that also measures the program's peak resident memory: the
 // shell execs the program, so wait4's ru_maxrss is the program's own.

@@ -18,6 +18,7 @@
 #include "engine/runtime/reply_stream.h"
 #include "engine/runtime/thread_pool.h"
 #include "formats/chat/conversation.h"
+#include "formats/io/regular_file.h"
 #include "formats/tokenizer/tokenizer.h"
 #include "formats/tokenizer/utf8.h"
 #include "tools/common/vocabulary_fit.h"
@@ -48,12 +49,9 @@ void install_interrupt_handler() {
 }
 
 std::string read_template_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) fail("io", "cannot open the chat template file '{}'", path);
-    std::ostringstream s;
-    s << in.rdbuf();
-    if (s.str().empty()) fail("chat", "the chat template file '{}' is empty", path);
-    return s.str();
+    std::string text = read_regular_file(path);
+    if (text.empty()) fail("chat", "the chat template file '{}' is empty", path);
+    return text;
 }
 
 void print(std::string_view text) {

@@ -17,6 +17,7 @@
 #include "formats/chat/chat_template.h"
 #include "formats/gguf/gguf_file.h"
 #include "formats/tokenizer/tokenizer.h"
+#include "formats/io/regular_file.h"
 #include "tools/common/cli.h"
 #include "tools/common/vocabulary_fit.h"
 #include "tools/server/http_routes.h"
@@ -26,14 +27,6 @@
 namespace {
 
 using namespace kiln::server;
-
-std::string read_text_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) kiln::fail("io", "cannot open '{}'", path);
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
 
 int serve(const ServerOptions& o) {
     // Signals go to the one thread that waits for them (below), never to an
@@ -53,7 +46,7 @@ int serve(const ServerOptions& o) {
 
     kiln::ModelChatTemplate chat_info = kiln::model_chat_template(*file, *tokenizer);
     if (!o.chat_template_file.empty()) {
-        chat_info.source = read_text_file(o.chat_template_file);
+        chat_info.source = kiln::read_regular_file(o.chat_template_file);
         chat_info.is_fallback = false;
     } else if (chat_info.is_fallback) {
         fmt::print(stderr, "kiln-server: the model has no chat template: using ChatML\n");
