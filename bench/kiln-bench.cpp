@@ -639,6 +639,9 @@ int run(const Options& o) {
         if (o.check_tensors) kiln::cli::check_tensors(*l.file);
         l.model = kiln::load_causal_lm(l.file);
         const auto& decoder = dynamic_cast<const kiln::DecoderLm&>(*l.model);
+        // A cache type this model's heads cannot hold fails here, before anything is printed.
+        for (const kiln::CacheTypes types : cache_type_pairs(o))
+            kiln::check_cache_types(types, decoder.arch().shape().head_dim);
         l.info = describe(path, decoder);
         l.info.use_mmap = !decoder.weights_copied();
         models.push_back(std::move(l));
