@@ -99,6 +99,14 @@ public:
         return true;
     }
     CacheTypes types() const { return {k_.value_or(kDefault), v_.value_or(kDefault)}; }
+    // For a tool that keeps keys and values in one type: the flags must agree.
+    DType type() const {
+        const CacheTypes t = types();
+        if (t.k != t.v)
+            usage_error("-ctk {} and -ctv {} differ: this tool keeps keys and values in one type", dtype_name(t.k),
+                        dtype_name(t.v));
+        return t.k;
+    }
     // Whether either flag was given.
     bool given() const noexcept { return k_.has_value() || v_.has_value(); }
 
