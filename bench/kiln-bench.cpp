@@ -80,8 +80,9 @@ options:
   -ngl, --n-gpu-layers N       accepted and ignored (kiln runs on the CPU)
   -r, --repetitions N          timed repetitions of each test (default 5)
   -o, --output FORMAT          md, csv, json, jsonl or sql (SQLite statements, as llama-bench; default md)
-  -ctk, --cache-type-k TYPE    KV cache type, f32 or f16 (default f32); keys and values
-  -ctv, --cache-type-v TYPE    share one type in kiln, so -ctk and -ctv must agree
+  -ctk, --cache-type-k LIST    types of the cached keys, comma-separated: f32, f16, bf16, q8_0,
+                               q4_0 (default f16); every -ctk/-ctv pair is measured
+  -ctv, --cache-type-v LIST    types of the cached values, the same choices (default f16)
       --roofline               measure this machine's memory read bandwidth (just before
                                each tg test, with its threads) and report tg's weight
                                bandwidth as a fraction of it
@@ -117,7 +118,8 @@ struct Options {
     Format format = Format::Markdown;
     bool roofline = false;
     int64_t roofline_mib = 1024;
-    kiln::DType cache_type = kiln::DType::F32;
+    std::vector<kiln::DType> type_k{kiln::cli::CacheTypeFlags::kDefault};
+    std::vector<kiln::DType> type_v{kiln::cli::CacheTypeFlags::kDefault};
 };
 
 std::vector<std::string_view> split_list(std::string_view list) {
@@ -155,7 +157,6 @@ Options parse(int argc, char** argv) {
     Options o;
     Args args(argc, argv);
     bool threads_given = false;
-    CacheTypeFlags cache_type;
     while (!args.done()) {
         const std::string_view flag = args.next();
         if (flag == "-h" || flag == "--help") {
@@ -208,7 +209,15 @@ Options parse(int argc, char** argv) {
         } else if (flag == "-ngl" || flag == "--n-gpu-layers") {
             parse_int_list(flag, args.value(flag), 0, 1 << 30);
             fmt::print(stderr, "kiln-bench: note: {} is ignored; kiln runs on the CPU\n", flag);
-        } else if (cache_type.parse(flag, args)) {
+        } else if (flag == "-ctk" || flag == "--cache-type-k" || flag == "-ctv" || flag == "--cache-type-v") {
+            std::vector<kiln::DType> types;
+            for (std::string_view name : split_list(args.value(flag))) {
+                const std::optional<kiln::DType> type = kiln::parse_dtype(name);
+                if (!type || !kiln::kv_cache_type_supported(*type))
+                    usage_error("{} must list {}, got '{}'", flag, CacheTypeFlags::kNames, name);
+                types.push_back(*type);
+            }
+            (flag == "-ctk" || flag == "--cache-type-k" ? o.type_k : o.type_v) = types;
         } else if (flag == "--roofline") {
             o.roofline = true;
         } else if (flag == "--roofline-mib") {
@@ -218,7 +227,6 @@ Options parse(int argc, char** argv) {
         }
     }
     if (o.models.empty()) usage_error("a model is required (-m MODEL)");
-    o.cache_type = cache_type.type();
     if (!threads_given) o.threads = {kiln::default_thread_count()};
     std::erase(o.n_prompt, 0);
     std::erase(o.n_gen, 0);
@@ -320,7 +328,7 @@ struct Result {
     std::string test_time;  // ISO 8601, UTC, when the test started
     std::vector<double> samples_ns;
     std::optional<double> roofline_gbs;  // measured read bandwidth at these threads
-    std::string cache_type = "f32";      // the KV cache's type, keys and values
+    std::string type_k = "f16", type_v = "f16";  // the KV cache's types
     int64_t batch = 2048, ubatch = 512;
 
     int64_t tokens() const { return test.n_prompt + test.n_gen; }
@@ -433,8 +441,8 @@ std::vector<Field> fields_of(const Result& r, std::string_view cpu, std::string_
         {"cpu_mask", Kind::String, "0x0"},
         {"cpu_strict", Kind::Bool, "0"},
         {"poll", Kind::Int, "100"},
-        {"type_k", Kind::String, r.cache_type},
-        {"type_v", Kind::String, r.cache_type},
+        {"type_k", Kind::String, r.type_k},
+        {"type_v", Kind::String, r.type_v},
         {"n_gpu_layers", Kind::Int, "0"},
         {"split_mode", Kind::String, "none"},
         {"main_gpu", Kind::Int, "0"},
@@ -506,8 +514,10 @@ std::string csv_quote(std::string_view s) {
 
 class Printer {
 public:
-    Printer(Format format, bool roofline, std::string cpu, std::string kernels)
-        : format_(format), roofline_(roofline), cpu_(std::move(cpu)), kernels_(std::move(kernels)) {}
+    // show_types: the markdown table gets type_k and type_v columns (as
+    // llama-bench's, when a cache type other than the default is measured).
+    Printer(Format format, bool roofline, bool show_types, std::string cpu, std::string kernels)
+        : format_(format), roofline_(roofline), show_types_(show_types), cpu_(std::move(cpu)), kernels_(std::move(kernels)) {}
 
     void header() {
         if (format_ == Format::Json) {
@@ -524,11 +534,11 @@ public:
                 fmt::print("  {} {}{}\n", fields[i].name, sql_type(fields[i].kind), i + 1 < fields.size() ? "," : "");
             fmt::print(");\n\n");
         } else if (format_ == Format::Markdown) {
-            fmt::print("| model | size | params | backend | threads | kernels | test | t/s | GB/s |{}\n",
-                       roofline_ ? " roofline |" : "");
+            fmt::print("| model | size | params | backend | threads | kernels |{} test | t/s | GB/s |{}\n",
+                       show_types_ ? " type_k | type_v |" : "", roofline_ ? " roofline |" : "");
             fmt::print("| ------------------------------ | ---------: | ---------: | ---------- | ------: | ----------- "
-                       "| ------------: | -------------------: | ------: |{}\n",
-                       roofline_ ? " -------: |" : "");
+                       "|{} ------------: | -------------------: | ------: |{}\n",
+                       show_types_ ? " -----: | -----: |" : "", roofline_ ? " -------: |" : "");
         }
         std::fflush(stdout);
     }
@@ -543,9 +553,11 @@ public:
                     roof = bw && r.roofline_gbs ? fmt::format(" {:>5.1f}% of {:.1f} |", 100.0 * *bw / *r.roofline_gbs,
                                                               *r.roofline_gbs)
                                                 : " |";
-                fmt::print("| {:<30} | {:>6.2f} MiB | {:>8.2f} M | {:<10} | {:>7} | {:<11} | {:>13} | {:>20} | {:>7} |{}\n",
+                const std::string types =
+                    show_types_ ? fmt::format(" {:>6} | {:>6} |", r.type_k, r.type_v) : std::string();
+                fmt::print("| {:<30} | {:>6.2f} MiB | {:>8.2f} M | {:<10} | {:>7} | {:<11} |{} {:>13} | {:>20} | {:>7} |{}\n",
                            r.model->type, static_cast<double>(r.model->size) / (1024.0 * 1024.0),
-                           static_cast<double>(r.model->n_params) / 1e6, "CPU", r.threads, kernels_, r.test_name(),
+                           static_cast<double>(r.model->n_params) / 1e6, "CPU", r.threads, kernels_, types, r.test_name(),
                            fmt::format("{:.2f} ± {:.2f}", r.avg_ts(), r.stddev_ts()),
                            bw ? fmt::format("{:.2f}", *bw) : std::string("-"), roof);
                 break;
@@ -596,12 +608,20 @@ private:
     }
 
     Format format_;
-    bool roofline_;
+    bool roofline_, show_types_;
     std::string cpu_, kernels_;
     bool first_ = true;
 };
 
 // ------------------------------------------------------------------ main
+
+// Every -ctk type with every -ctv type, in the order given (llama-bench's).
+std::vector<kiln::CacheTypes> cache_type_pairs(const Options& o) {
+    std::vector<kiln::CacheTypes> pairs;
+    for (kiln::DType k : o.type_k)
+        for (kiln::DType v : o.type_v) pairs.emplace_back(k, v);
+    return pairs;
+}
 
 int run(const Options& o) {
     // Every model is opened and checked before anything is timed, so that a
@@ -620,6 +640,9 @@ int run(const Options& o) {
         if (o.check_tensors) kiln::cli::check_tensors(*l.file);
         l.model = kiln::load_causal_lm(l.file);
         const auto& decoder = dynamic_cast<const kiln::DecoderLm&>(*l.model);
+        // A cache type this model's heads cannot hold fails here, before anything is printed.
+        for (const kiln::CacheTypes types : cache_type_pairs(o))
+            kiln::check_cache_types(types, decoder.arch().shape().head_dim);
         l.info = describe(path, decoder);
         l.info.use_mmap = !decoder.weights_copied();
         models.push_back(std::move(l));
@@ -638,7 +661,9 @@ int run(const Options& o) {
     if (o.roofline)
         roofline_buffer = std::make_unique<kiln::bench::BandwidthBuffer>(static_cast<size_t>(o.roofline_mib) << 20);
 
-    Printer printer(o.format, o.roofline, cpu, kernels);
+    const auto is_default = [](kiln::DType t) { return t == kiln::cli::CacheTypeFlags::kDefault; };
+    const bool show_types = !std::ranges::all_of(o.type_k, is_default) || !std::ranges::all_of(o.type_v, is_default);
+    Printer printer(o.format, o.roofline, show_types, cpu, kernels);
     printer.header();
     std::mt19937 rng(1234);
     for (const Loaded& l : models) {
@@ -654,14 +679,15 @@ int run(const Options& o) {
         for (const auto& [p, n] : o.gp) tests.push_back({0, n, p, fmt::format("tg{}@pp{}", n, p)});
         int64_t n_ctx = 1;
         for (const Test& t : tests) n_ctx = std::max(n_ctx, t.n_depth + t.n_prompt + t.n_gen);
-        const std::unique_ptr<kiln::CausalSession> session =
-            l.model->new_session(n_ctx, 1, kiln::Executor::Mode::Fast, o.cache_type);
-        kiln::CausalSession& ctx = *session;
+        for (const kiln::CacheTypes types : cache_type_pairs(o))
         for (int threads : o.threads) {
+            const std::unique_ptr<kiln::CausalSession> session =
+                l.model->new_session(n_ctx, 1, kiln::Executor::Mode::Fast, types);
+            kiln::CausalSession& ctx = *session;
             kiln::ThreadPool pool(threads);
             for (const Test& t : tests) {
-                Result r{&l.info, threads, t, utc_now(), {}, std::nullopt, std::string(kiln::dtype_name(o.cache_type)),
-                         o.batch, o.ubatch};
+                Result r{&l.info, threads, t, utc_now(), {}, std::nullopt, std::string(kiln::dtype_name(types.k)),
+                         std::string(kiln::dtype_name(types.v)), o.batch, o.ubatch};
                 if (roofline_buffer && t.n_gen > 0 && t.n_prompt == 0) {
                     r.roofline_gbs = roofline_buffer->measure(pool, 3);
                     fmt::print(stderr, "kiln-bench: memory read bandwidth, {} thread{}: {:.2f} GB/s\n", threads,

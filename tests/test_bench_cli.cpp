@@ -193,23 +193,43 @@ TEST_CASE("kiln-bench --roofline gives tg's bandwidth as a fraction of the measu
           Approx(r["bandwidth_gbs"].get<double>() / r["roofline_gbs"].get<double>()).epsilon(1e-3));
 }
 
-// -ctk f16 runs with an F16 KV cache and says so in llama-bench's fields.
-TEST_CASE("kiln-bench -ctk f16 reports type_k and type_v f16", "[cli][bench]") {
-    for (const std::string flags : {"-ctk f16", "--cache-type-v f16", "-ctk f16 -ctv f16"}) {
-        const auto run = bench("-m " + tiny_model() + " -t 1 -r 1 -p 8 -n 4 -o json " + flags);
-        INFO(flags << "\n" << run.err);
-        REQUIRE(run.status == 0);
-        const json records = json::parse(run.out);
-        REQUIRE(records.size() == 2);
-        for (const json& r : records) {
-            CHECK(r["type_k"] == "f16");
-            CHECK(r["type_v"] == "f16");
-            CHECK(r["avg_ts"].get<double>() > 0);
-        }
-    }
-    const auto plain = bench("-m " + tiny_model() + " -t 1 -r 1 -p 8 -n 0 -o json");
+// The KV cache types in llama-bench's fields: f16 by default (as llama-bench),
+// -ctk and -ctv each their own, lists measured pair by pair; the markdown
+// table gets type_k/type_v columns when a type other than f16 is measured.
+TEST_CASE("kiln-bench -ctk/-ctv report type_k and type_v", "[cli][bench]") {
+    const auto plain = bench("-m " + tiny_model() + " -t 1 -r 1 -p 8 -n 4 -o json");
+    INFO(plain.err);
     REQUIRE(plain.status == 0);
-    CHECK(json::parse(plain.out)[0]["type_k"] == "f32");
+    for (const json& r : json::parse(plain.out)) {
+        CHECK(r["type_k"] == "f16");
+        CHECK(r["type_v"] == "f16");
+    }
+    const auto f32 = bench("-m " + tiny_model() + " -t 1 -r 1 -p 8 -n 0 -o json -ctk f32 --cache-type-v bf16");
+    INFO(f32.err);
+    REQUIRE(f32.status == 0);
+    CHECK(json::parse(f32.out)[0]["type_k"] == "f32");
+    CHECK(json::parse(f32.out)[0]["type_v"] == "bf16");
+
+    const auto pairs = bench("-m " + tiny_model() + " -t 1 -r 1 -p 0 -n 2 -o json -ctk f32,f16 -ctv bf16,f16");
+    INFO(pairs.err);
+    REQUIRE(pairs.status == 0);
+    const json records = json::parse(pairs.out);
+    REQUIRE(records.size() == 4);
+    const std::vector<std::pair<std::string, std::string>> want{
+        {"f32", "bf16"}, {"f32", "f16"}, {"f16", "bf16"}, {"f16", "f16"}};
+    for (size_t i = 0; i < 4; ++i) {
+        CHECK(records[i]["type_k"] == want[i].first);
+        CHECK(records[i]["type_v"] == want[i].second);
+        CHECK(records[i]["avg_ts"].get<double>() > 0);
+    }
+
+    const auto md = bench("-m " + tiny_model() + " -t 1 -r 1 -p 0 -n 2 -ctk f32");
+    REQUIRE(md.status == 0);
+    CHECK(md.out.find("| type_k | type_v |") != std::string::npos);
+    CHECK(md.out.find("|    f32 |    f16 |") != std::string::npos);
+    const auto md_default = bench("-m " + tiny_model() + " -t 1 -r 1 -p 0 -n 2");
+    REQUIRE(md_default.status == 0);
+    CHECK(md_default.out.find("type_k") == std::string::npos);
 }
 
 // KILN_PROFILE=1: the executor's per-step table on stderr at exit. stories260K
@@ -265,8 +285,9 @@ TEST_CASE("kiln-bench refuses bad flags and files with one line", "[cli][bench]"
         {"-m " + m + " -r 0", 2, "-r must be between 1 and 10000, got 0"},
         {"-m " + m + " -p", 2, "-p needs a value"},
         {"-m " + m + " --bogus", 2, "unknown argument '--bogus'"},
-        {"-m " + m + " -ctk q8_0", 2, "-ctk must be f32 or f16, got 'q8_0'"},
-        {"-m " + m + " -ctk f16 -ctv f32", 2, "-ctk f16 and -ctv f32 differ"},
+        {"-m " + m + " -ctk q4_1", 2, "-ctk must list f32, f16, bf16, q8_0 or q4_0, got 'q4_1'"},
+        {"-m " + m + " -ctv f16,", 2, "-ctv must list f32, f16, bf16, q8_0 or q4_0, got ''"},
+        {"-m " + m + " -ctk q8_0", 1, "q8_0 key cache needs a head size that is a multiple of 32"},
         {"-m " + m + ", -r 1", 2, "-m got an empty file name"},
         {"-m " + m + " -pg 5", 2, "-pg takes PP,TG (two numbers), got '5'"},
         {"-m " + m + " -gp 1,2,3", 2, "-gp takes PP,TG (two numbers), got '1,2,3'"},

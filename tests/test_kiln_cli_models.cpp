@@ -93,9 +93,9 @@ TEST_CASE("kiln bad input with encoder-decoder and beam flags", "[cli][transform
     require_one_line_error(test::run_tool("kiln", fmt::format("-m {} -p abc --beams 0", model)), 2, "--beams must be");
     require_one_line_error(test::run_tool("kiln", fmt::format("-m {} -p abc --n-best", model)), 2, "need --beams");
     require_one_line_error(test::run_tool("kiln", fmt::format("-m {} -p abc -ctk f16", model)), 1,
-                           "-ctk/-ctv apply to llama and gpt2 models");
-    require_one_line_error(test::run_tool("kiln", fmt::format("-m {} -p abc -ctv bf16", model)), 2,
-                           "-ctv must be f32 or f16, got 'bf16'");
+                           "-ctk/-ctv apply to decoder-only models");
+    require_one_line_error(test::run_tool("kiln", fmt::format("-m {} -p abc -ctv q5_0", model)), 2,
+                           "-ctv must be f32, f16, bf16, q8_0 or q4_0, got 'q5_0'");
     require_one_line_error(test::run_tool("kiln", fmt::format("-m {}", model)), 1, "needs a source text");
     require_one_line_error(test::run_tool("kiln", fmt::format("-m {} -p 'abcdefgh' -c 4", model)), 1,
                            "longer than the encoder's context of 4");

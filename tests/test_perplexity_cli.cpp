@@ -128,7 +128,8 @@ TEST_CASE("kiln-perplexity --kl-base: KL divergence, top-1 agreement and PPL rat
           "[cli][perplexity]") {
     auto fixture = read_key_values(test::fixtures_dir() / "llama" / "stories260K_kl_q8_0.txt");
     const KlSetup s(static_cast<size_t>(std::stoul(fixture["bytes"])));
-    const std::string ctx = " -c " + fixture["ctx"];
+    // The reference (PyTorch) computes in float32 throughout: the KV cache too.
+    const std::string ctx = " -c " + fixture["ctx"] + " -ctk f32 -ctv f32";
     const auto saved = test::run_tool("kiln-perplexity", "-m " + s.f32 + " -f " + s.text + ctx + " --score-all --kl-base " + s.base());
     INFO(saved.err);
     REQUIRE(saved.status == 0);

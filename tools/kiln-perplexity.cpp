@@ -54,8 +54,9 @@ the model's with percentiles, the probability difference of the right token
   -t, --threads N       threads (default: the physical cores the process may use)
       --check-tensors   check every tensor's data first (NaN/inf values or
                         block scales), as llama.cpp's --check-tensors
-  -ctk, --cache-type-k TYPE  KV cache type, f32 or f16 (default f32); keys and values
-  -ctv, --cache-type-v TYPE  share one type, so -ctk and -ctv must agree
+  -ctk, --cache-type-k TYPE  type of the cached keys: f32, f16, bf16, q8_0 or q4_0
+                             (default f16, as llama.cpp's)
+  -ctv, --cache-type-v TYPE  type of the cached values, the same choices (default f16)
   -h, --help            show this help
 )";
 
@@ -66,7 +67,7 @@ struct Options {
     bool kl_divergence = false;
     bool score_all = false;
     bool check_tensors = false;
-    kiln::DType cache_type = kiln::DType::F32;
+    kiln::CacheTypes cache_types;
 };
 
 Options parse(int argc, char** argv) {
@@ -105,7 +106,7 @@ Options parse(int argc, char** argv) {
     if (o.model.empty()) usage_error("a model is required (-m MODEL)");
     if (o.text.empty()) usage_error("a text file is required (-f FILE)");
     if (o.kl_divergence && o.kl_base.empty()) usage_error("--kl-divergence needs the base logits (--kl-base FILE)");
-    o.cache_type = cache_type.type();
+    o.cache_types = cache_type.types();
     return o;
 }
 
@@ -174,9 +175,9 @@ int run(const Options& o) {
 
     const int threads = o.threads > 0 ? static_cast<int>(o.threads) : kiln::default_thread_count();
     kiln::ThreadPool pool(threads);
-    const auto session = model->new_session(o.ctx, 1, kiln::Executor::Mode::Fast, o.cache_type);
-    fmt::print(stderr, "kiln-perplexity: {} tokens, {} windows of {}, {} threads\n", tokens.size(), windows, o.ctx,
-               threads);
+    const auto session = model->new_session(o.ctx, 1, kiln::Executor::Mode::Fast, o.cache_types);
+    fmt::print(stderr, "kiln-perplexity: {} tokens, {} windows of {}, {} threads, KV cache {}/{}\n", tokens.size(),
+               windows, o.ctx, threads, kiln::dtype_name(o.cache_types.k), kiln::dtype_name(o.cache_types.v));
 
     const auto start = std::chrono::steady_clock::now();
     double nll = 0, nll2 = 0;

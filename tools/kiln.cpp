@@ -67,8 +67,9 @@ unless --temp or --beams is given. Timings go to stderr.
       --length-penalty A    beam scores are log-probability / length^A (default 1.0)
       --n-best              with --beams: print every finished hypothesis with its scores
       --no-special          take special tokens written in the prompt ("<|im_end|>") as plain text
-  -ctk, --cache-type-k TYPE KV cache type of llama and gpt2 models, f32 or f16 (default f32);
-  -ctv, --cache-type-v TYPE keys and values share one type, so -ctk and -ctv must agree
+  -ctk, --cache-type-k TYPE type of the cached keys: f32, f16, bf16, q8_0 or q4_0 (default f16;
+                            decoder-only models; q8_0/q4_0 need a head size that is a multiple of 32)
+  -ctv, --cache-type-v TYPE type of the cached values, the same choices (default f16)
   -h, --help                show this help
 )";
 
@@ -91,7 +92,8 @@ struct Options {
     int64_t beams = 0;  // 0: sample
     double length_penalty = 1.0;
     bool n_best = false;
-    kiln::DType cache_type = kiln::DType::F32;
+    kiln::CacheTypes cache_types{kiln::cli::CacheTypeFlags::kDefault};
+    bool cache_types_given = false;
     bool check_tensors = false;
     bool parse_special = true;
 };
@@ -180,7 +182,8 @@ Options parse(int argc, char** argv) {
     if (o.conversation == Options::Conversation::On && o.beams > 0) usage_error("conversation mode samples; --beams does not apply");
     if (o.conversation == Options::Conversation::On && !o.parse_special)
         usage_error("--no-special does not apply to conversation mode: the chat template's special tokens must stay special");
-    o.cache_type = cache_type.type();
+    o.cache_types = cache_type.types();
+    o.cache_types_given = cache_type.given();
     return o;
 }
 
@@ -241,7 +244,7 @@ int generate_causal(const Options& o, std::shared_ptr<const kiln::GgufFile> file
     // Beams need a cache per hypothesis; only as long as this generation can get.
     const int64_t session_ctx = beams > 0 ? static_cast<int64_t>(tokens.size()) + o.n_predict : n_ctx;
     auto session = lm->new_session(std::max<int64_t>(session_ctx, 1), std::max<int64_t>(beams, 1),
-                                   kiln::Executor::Mode::Fast, o.cache_type);
+                                   kiln::Executor::Mode::Fast, o.cache_types);
     const double load_seconds = seconds_since(load_start);
 
     kiln::SamplerParams sampling = o.sampling;
@@ -425,7 +428,7 @@ kiln::tool::ConversationOptions conversation_options(const Options& o) {
     c.ctx = o.ctx;
     c.sampling = o.sampling;
     if (!o.seed_given) c.sampling.seed = std::random_device{}();
-    c.cache_type = o.cache_type;
+    c.cache_types = o.cache_types;
     return c;
 }
 
@@ -436,8 +439,8 @@ int generate(const Options& o) {
     if (kiln::is_seq2seq(*file)) {
         if (o.conversation == Options::Conversation::On)
             kiln::fail("kiln", "conversation mode needs a decoder-only model; {} is an encoder-decoder (give -p)", o.model);
-        if (o.cache_type != kiln::DType::F32)
-            kiln::fail("kiln", "-ctk/-ctv apply to llama and gpt2 models; the transformer's caches are f32");
+        if (o.cache_types_given && o.cache_types != kiln::CacheTypes{kiln::DType::F32})
+            kiln::fail("kiln", "-ctk/-ctv apply to decoder-only models; the transformer's caches are f32");
         return generate_seq2seq(o, file);
     }
     if (wants_conversation(o, *file)) return kiln::tool::run_conversation(conversation_options(o), file);

@@ -8,6 +8,11 @@
 // is provided anyway, and two passes avoid the repeated rescaling of the
 // running sum that costs online softmax a little accuracy.
 //
+// Keys and values are read from the cache as stored, F32, F16, BF16, Q8_0 or
+// Q4_0 (cache_rows.h), each element converted exactly as it is loaded: the
+// templates below take the storage type of each, so a quantized cache costs
+// no dequantized copy and gives the bits of an F32 cache of the same values.
+//
 // Masked positions (kv_valid[j] == 0) never reach a result: a KV cache may
 // hold uninitialized or stale rows there, and 0 * NaN would poison the output.
 // Their value rows are never read; a key row may be loaded with its tile, but
@@ -18,16 +23,18 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
-#include "engine/core/half.h"
-#include "engine/kernels/simd.h"
+#include "engine/kernels/cache_rows.h"
 
 namespace kiln::kernels {
 
 namespace {
 
-using batch = xsimd::batch<float>;
-constexpr int64_t W = static_cast<int64_t>(batch::size);
+using cache_rows::batch;
+using cache_rows::element;
+using cache_rows::load;
+using cache_rows::W;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // Value rows accumulated in float before the partial sums are flushed into
@@ -37,36 +44,13 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // double-precision reference.
 constexpr int64_t kKeysPerBlock = 64;
 
-// Cache elements as floats: F32 as is, F16 (uint16_t bits) widened on load,
-// with the instruction where the build has it. Widening is exact, so an F16
-// cache gives the bits an F32 cache holding the same values gives.
-float element(const float* p) noexcept { return *p; }
-float element(const uint16_t* p) noexcept { return fp16_to_fp32(*p); }
-
-batch load(const float* p) noexcept { return batch::load_unaligned(p); }
-batch load(const uint16_t* p) noexcept {
-#if defined(__AVX512F__)  // xsimd's batch is then 16 floats
-    static_assert(W == 16);
-    return batch(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))));
-#elif defined(__AVX__) && defined(__F16C__)  // 8 floats
-    static_assert(W == 8);
-    return batch(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
-#else
-    alignas(64) float wide[W];
-    for (int64_t i = 0; i < W; ++i) wide[i] = fp16_to_fp32(p[i]);
-    return batch::load_aligned(wide);
-#endif
-}
-
 // A head's rows lie kv_dim elements apart (3 KiB for a 768-wide F32 cache),
 // too far apart for the hardware prefetcher to follow a decode step's walk
 // over them: rows this far ahead are asked for while the current ones are used.
 constexpr int64_t kPrefetchRows = 32;
 
-template <class T>
-void prefetch_row(const T* p, int64_t elements) noexcept {
-    const auto* bytes = reinterpret_cast<const char*>(p);
-    for (int64_t off = 0; off < elements * static_cast<int64_t>(sizeof(T)); off += 64) __builtin_prefetch(bytes + off);
+void prefetch(const std::byte* p, size_t bytes) noexcept {
+    for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off);
 }
 
 bool valid(const uint8_t* kv_valid, int64_t j) noexcept { return kv_valid == nullptr || kv_valid[j] != 0; }
@@ -169,7 +153,8 @@ void scores(const AttentionQuery* queries, int nq, const float* const* q, const 
         const K* key[kTileKeys];
         for (int64_t t = 0; t < kTileKeys; ++t) {
             key[t] = k + static_cast<size_t>(std::min(j0 + t, max_len - 1)) * k_stride;
-            prefetch_row(k + static_cast<size_t>(std::min(j0 + t + kPrefetchRows, max_len - 1)) * k_stride, head_dim);
+            prefetch(cache_rows::address(k + static_cast<size_t>(std::min(j0 + t + kPrefetchRows, max_len - 1)) * k_stride, 0),
+                     cache_rows::span_bytes<K>(head_dim));
         }
         batch acc[W];
         for (auto& a : acc) a = batch(0.0f);
@@ -177,7 +162,7 @@ void scores(const AttentionQuery* queries, int nq, const float* const* q, const 
             batch qv[Q];
             for (int i = 0; i < Q; ++i) qv[i] = batch::load_unaligned(q[i] + d);
             for (int64_t t = 0; t < kTileKeys; ++t) {
-                const batch kv = load(key[t] + d);
+                const batch kv = load(key[t], d);
                 for (int i = 0; i < Q; ++i) acc[i * kTileKeys + t] = xsimd::fma(qv[i], kv, acc[i * kTileKeys + t]);
             }
         }
@@ -204,7 +189,7 @@ void scores(const AttentionQuery* queries, int nq, const float* const* q, const 
                     continue;
                 }
                 float s = dots[lane_of[static_cast<size_t>(i * kTileKeys + t)]];
-                for (int64_t d = vector_dims; d < head_dim; ++d) s = std::fma(q[i][d], element(key[t] + d), s);
+                for (int64_t d = vector_dims; d < head_dim; ++d) s = std::fma(q[i][d], element(key[t], d), s);
                 s *= scale;
                 if (softcap > 0.0f) s = capped(batch(s), softcap).get(0);
                 score[i][j] = s;
@@ -262,33 +247,35 @@ void accumulate_values(const AttentionQuery* queries, int nq, const float* const
     const int64_t all_use = std::min(j1, keys_all_use(queries, nq));
     int64_t j = j0;
     for (; j < all_use; ++j) {
-        const V* row = v + static_cast<size_t>(j) * v_stride + d0;
-        prefetch_row(v + static_cast<size_t>(std::min(j + kPrefetchRows, j1 - 1)) * v_stride + d0, Batches * W + tail);
+        const V* row = v + static_cast<size_t>(j) * v_stride;
+        prefetch(cache_rows::address(v + static_cast<size_t>(std::min(j + kPrefetchRows, j1 - 1)) * v_stride, d0),
+                 cache_rows::span_bytes<V>(Batches * W + tail));
         batch vv[kBatches];
-        for (int64_t b = 0; b < Batches; ++b) vv[b] = load(row + b * W);
+        for (int64_t b = 0; b < Batches; ++b) vv[b] = load(row, d0 + b * W);
         for (int i = 0; i < nq; ++i) {
             const float w = weight[i][j];
             const batch wv(w);
             for (int64_t b = 0; b < Batches; ++b) acc[i][b] = xsimd::fma(wv, vv[b], acc[i][b]);
             for (int64_t d = 0; d < tail; ++d)
-                tail_acc[i][d] = std::fma(w, element(row + Batches * W + d), tail_acc[i][d]);
+                tail_acc[i][d] = std::fma(w, element(row, d0 + Batches * W + d), tail_acc[i][d]);
         }
     }
     for (; j < j1; ++j) {
         unsigned users = 0;
         for (int i = 0; i < nq; ++i) users |= uses(queries[i], j) ? 1u << i : 0u;
         if (users == 0) continue;
-        const V* row = v + static_cast<size_t>(j) * v_stride + d0;
-        prefetch_row(v + static_cast<size_t>(std::min(j + kPrefetchRows, j1 - 1)) * v_stride + d0, Batches * W + tail);
+        const V* row = v + static_cast<size_t>(j) * v_stride;
+        prefetch(cache_rows::address(v + static_cast<size_t>(std::min(j + kPrefetchRows, j1 - 1)) * v_stride, d0),
+                 cache_rows::span_bytes<V>(Batches * W + tail));
         batch vv[kBatches];
-        for (int64_t b = 0; b < Batches; ++b) vv[b] = load(row + b * W);
+        for (int64_t b = 0; b < Batches; ++b) vv[b] = load(row, d0 + b * W);
         for (int i = 0; i < kQueries; ++i) {
             if ((users >> i & 1u) == 0) continue;
             const float w = weight[i][j];
             const batch wv(w);
             for (int64_t b = 0; b < Batches; ++b) acc[i][b] = xsimd::fma(wv, vv[b], acc[i][b]);
             for (int64_t d = 0; d < tail; ++d)
-                tail_acc[i][d] = std::fma(w, element(row + Batches * W + d), tail_acc[i][d]);
+                tail_acc[i][d] = std::fma(w, element(row, d0 + Batches * W + d), tail_acc[i][d]);
         }
     }
     for (int i = 0; i < nq; ++i) {
@@ -369,21 +356,41 @@ void attend_block_typed(const AttentionQuery* queries, int nq, const K* k, size_
 
 }  // namespace
 
+namespace {
+
+// Calls f with the head's rows as a typed pointer to their storage units and
+// the row stride in those units (a block holds 32 elements).
+template <class F>
+void with_rows(CacheHead head, F&& f) noexcept {
+    using namespace cache_rows;
+    const auto as = [&](auto* typed) {
+        using T = std::remove_const_t<std::remove_pointer_t<decltype(typed)>>;
+        f(typed, head.stride / static_cast<size_t>(kPerUnit<T>));
+    };
+    switch (head.type) {
+        case DType::F16: as(static_cast<const Half*>(head.data)); break;
+        case DType::BF16: as(static_cast<const BHalf*>(head.data)); break;
+        case DType::Q8_0: as(static_cast<const quant::BlockQ8_0*>(head.data)); break;
+        case DType::Q4_0: as(static_cast<const quant::BlockQ4_0*>(head.data)); break;
+        default: as(static_cast<const float*>(head.data)); break;
+    }
+}
+
+}  // namespace
+
+bool attention_cache_type(DType type) noexcept {
+    return type == DType::F32 || type == DType::F16 || type == DType::BF16 || type == DType::Q8_0 ||
+           type == DType::Q4_0;
+}
+
 void attend_block(const AttentionQuery* queries, int n_queries, CacheHead k, CacheHead v, int64_t head_dim,
                   float scale, float* scratch, float softcap) noexcept {
-    const bool k_half = k.type == DType::F16, v_half = v.type == DType::F16;
-    const auto* kf = static_cast<const float*>(k.data);
-    const auto* kh = static_cast<const uint16_t*>(k.data);
-    const auto* vf = static_cast<const float*>(v.data);
-    const auto* vh = static_cast<const uint16_t*>(v.data);
-    if (!k_half && !v_half)
-        attend_block_typed(queries, n_queries, kf, k.stride, vf, v.stride, head_dim, scale, softcap, scratch);
-    else if (k_half && v_half)
-        attend_block_typed(queries, n_queries, kh, k.stride, vh, v.stride, head_dim, scale, softcap, scratch);
-    else if (k_half)
-        attend_block_typed(queries, n_queries, kh, k.stride, vf, v.stride, head_dim, scale, softcap, scratch);
-    else
-        attend_block_typed(queries, n_queries, kf, k.stride, vh, v.stride, head_dim, scale, softcap, scratch);
+    with_rows(k, [&](const auto* k_rows, size_t k_stride) {
+        with_rows(v, [&](const auto* v_rows, size_t v_stride) {
+            attend_block_typed(queries, n_queries, k_rows, k_stride, v_rows, v_stride, head_dim, scale, softcap,
+                               scratch);
+        });
+    });
 }
 
 void attend_block(const AttentionQuery* queries, int n_queries, const float* k, size_t k_stride, const float* v,

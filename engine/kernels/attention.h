@@ -37,14 +37,19 @@ void attend_block(const AttentionQuery* queries, int n_queries, const float* k, 
                   size_t v_stride, int64_t head_dim, float scale, float* scratch, float softcap = 0.0f) noexcept;
 size_t attend_block_scratch(int64_t max_kv_len) noexcept;
 
-// One head of a KV cache: row j at data + j * stride elements, each an F32
-// float or the bits of an F16 half (widened exactly as they are loaded, so an
-// F16 cache gives the bits of an F32 cache holding the same values).
+// One head of a KV cache: row j at data + j * stride elements, of one of the
+// cache types: F32 floats, the bits of F16 or BF16 numbers, or Q8_0/Q4_0
+// blocks (ggml's layouts; head_dim and stride are then multiples of 32, and
+// data is the head's first block). Rows are read as they are stored, each
+// element widened or dequantized exactly as it is loaded, so any cache gives
+// the bits of an F32 cache holding the same (rounded) values.
 struct CacheHead {
     const void* data;
     size_t stride;  // in elements
-    DType type;     // F32 or F16
+    DType type;
 };
+// Whether attend_block reads caches of this type.
+bool attention_cache_type(DType type) noexcept;
 void attend_block(const AttentionQuery* queries, int n_queries, CacheHead k, CacheHead v, int64_t head_dim,
                   float scale, float* scratch, float softcap = 0.0f) noexcept;
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "engine/graph/executor.h"
+#include "engine/models/kv_cache_types.h"
 #include "formats/gguf/gguf_file.h"
 
 namespace kiln {
@@ -47,11 +48,13 @@ class CausalLm {
 public:
     virtual ~CausalLm() = default;
     virtual const ModelInfo& info() const noexcept = 0;
-    // n_ctx positions for each of n_slots sequences, the KV cache stored as
-    // cache_type (F32, or F16: half the memory and the bytes read per token).
+    // n_ctx positions for each of n_slots sequences, keys and values cached
+    // as cache_types.k and .v (kv_cache_types.h; F32 unless asked, the exact
+    // choice; the tools default to F16 as llama.cpp does). Throws kiln::Error
+    // when a type cannot hold this model's heads.
     virtual std::unique_ptr<CausalSession> new_session(int64_t n_ctx, int64_t n_slots = 1,
                                                        Executor::Mode mode = Executor::Mode::Fast,
-                                                       DType cache_type = DType::F32) const = 0;
+                                                       CacheTypes cache_types = {}) const = 0;
 };
 
 }  // namespace kiln

@@ -24,6 +24,7 @@ struct DecoderShape {
     int64_t kv_dim = 0;          // one cached key (or value) row
     int64_t n_ctx_train = 0;
     bool learned_positions = false;  // no position past n_ctx_train exists
+    int64_t head_dim = 0;        // one head's share of a cached row (block-quantized caches need whole blocks)
 };
 
 class DecoderArch {

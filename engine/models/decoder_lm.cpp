@@ -17,9 +17,9 @@ namespace {
 class DecoderSession final : public SlotDecoderSession {
 public:
     DecoderSession(const DecoderArch& arch, const WeightLeaves& leaves, int64_t n_ctx, int64_t n_slots,
-                   Executor::Mode mode, DType cache_type)
+                   Executor::Mode mode, CacheTypes cache_types)
         : SlotDecoderSession(arch.shape().n_vocab, arch.shape().n_layers, arch.shape().kv_dim, n_ctx, n_slots, mode,
-                             cache_type),
+                             cache_types),
           arch_(arch),
           leaves_(leaves) {}
 
@@ -88,12 +88,13 @@ DecoderLm::DecoderLm(std::shared_ptr<const GgufFile> file, std::unique_ptr<Decod
 }
 
 std::unique_ptr<CausalSession> DecoderLm::new_session(int64_t n_ctx, int64_t n_slots, Executor::Mode mode,
-                                                      DType cache_type) const {
+                                                      CacheTypes cache_types) const {
     const DecoderShape& s = arch_->shape();
     if (s.learned_positions && (n_ctx < 1 || n_ctx > s.n_ctx_train))
         fail("model", "context {} is outside 1..{}, the positions this {} model has", n_ctx, s.n_ctx_train,
              arch_->name());
-    return std::make_unique<DecoderSession>(*arch_, leaves_, n_ctx, n_slots, mode, cache_type);
+    check_cache_types(cache_types, s.head_dim);
+    return std::make_unique<DecoderSession>(*arch_, leaves_, n_ctx, n_slots, mode, cache_types);
 }
 
 }  // namespace kiln

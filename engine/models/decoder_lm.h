@@ -17,7 +17,7 @@ public:
 
     const ModelInfo& info() const noexcept override { return info_; }
     std::unique_ptr<CausalSession> new_session(int64_t n_ctx, int64_t n_slots, Executor::Mode mode,
-                                               DType cache_type = DType::F32) const override;
+                                               CacheTypes cache_types = {}) const override;
 
     const DecoderArch& arch() const noexcept { return *arch_; }
     const GgufFile& file() const noexcept { return *file_; }

@@ -48,7 +48,8 @@ class GemmaDecoder final : public DecoderArch {
 public:
     explicit GemmaDecoder(arch::GemmaParams p)
         : DecoderArch(std::string(p.gemma2 ? arch::kGemma2 : arch::kGemma),
-                      {p.llama.n_vocab, p.llama.n_layers, p.llama.kv_dim(), p.llama.n_ctx_train, false}),
+                      {p.llama.n_vocab, p.llama.n_layers, p.llama.kv_dim(), p.llama.n_ctx_train, false,
+                       p.llama.head_dim()}),
           params_(std::move(p)) {}
 
     NodeId forward(Graph& g, const BlockContext& ctx, const WeightLeaves& weights) const override {

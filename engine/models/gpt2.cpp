@@ -11,7 +11,7 @@ namespace {
 class Gpt2Decoder final : public DecoderArch {
 public:
     explicit Gpt2Decoder(arch::Gpt2Params p)
-        : DecoderArch(std::string(arch::kGpt2), {p.n_vocab, p.n_layers, p.dim, p.n_ctx_train, true}),
+        : DecoderArch(std::string(arch::kGpt2), {p.n_vocab, p.n_layers, p.dim, p.n_ctx_train, true, p.head_dim()}),
           params_(std::move(p)) {}
 
     NodeId forward(Graph& g, const BlockContext& ctx, const WeightLeaves& weights) const override {

@@ -11,7 +11,7 @@ namespace {
 class LlamaDecoder final : public DecoderArch {
 public:
     explicit LlamaDecoder(arch::LlamaParams p)
-        : DecoderArch(std::string(arch::kLlama), {p.n_vocab, p.n_layers, p.kv_dim(), p.n_ctx_train, false}),
+        : DecoderArch(std::string(arch::kLlama), {p.n_vocab, p.n_layers, p.kv_dim(), p.n_ctx_train, false, p.head_dim()}),
           params_(std::move(p)) {}
 
     NodeId forward(Graph& g, const BlockContext& ctx, const WeightLeaves& weights) const override {

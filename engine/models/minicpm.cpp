@@ -15,7 +15,8 @@ class MiniCpmDecoder final : public DecoderArch {
 public:
     explicit MiniCpmDecoder(arch::MiniCpmParams p)
         : DecoderArch(std::string(arch::kMiniCpm),
-                      {p.llama.n_vocab, p.llama.n_layers, p.llama.kv_dim(), p.llama.n_ctx_train, false}),
+                      {p.llama.n_vocab, p.llama.n_layers, p.llama.kv_dim(), p.llama.n_ctx_train, false,
+                       p.llama.head_dim()}),
           params_(std::move(p)) {}
 
     NodeId forward(Graph& g, const BlockContext& ctx, const WeightLeaves& weights) const override {

@@ -48,7 +48,8 @@ class Phi3Decoder final : public DecoderArch {
 public:
     explicit Phi3Decoder(arch::Phi3Params p)
         : DecoderArch(std::string(arch::kPhi3),
-                      {p.llama.n_vocab, p.llama.n_layers, p.llama.kv_dim(), p.llama.n_ctx_train, false}),
+                      {p.llama.n_vocab, p.llama.n_layers, p.llama.kv_dim(), p.llama.n_ctx_train, false,
+                       p.llama.head_dim()}),
           params_(std::move(p)) {}
 
     NodeId forward(Graph& g, const BlockContext& ctx, const WeightLeaves& weights) const override {

@@ -15,7 +15,7 @@ namespace {
 class Qwen2Decoder final : public DecoderArch {
 public:
     explicit Qwen2Decoder(arch::LlamaParams p)
-        : DecoderArch(std::string(arch::kQwen2), {p.n_vocab, p.n_layers, p.kv_dim(), p.n_ctx_train, false}),
+        : DecoderArch(std::string(arch::kQwen2), {p.n_vocab, p.n_layers, p.kv_dim(), p.n_ctx_train, false, p.head_dim()}),
           params_(std::move(p)) {}
 
     NodeId forward(Graph& g, const BlockContext& ctx, const WeightLeaves& weights) const override {

@@ -2,21 +2,26 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "engine/core/error.h"
 
 namespace kiln {
 
-SequenceSlots::SequenceSlots(int64_t n_layers, int64_t kv_dim, int64_t n_slots, int64_t n_ctx, DType cache_type)
-    : kv_dim_(kv_dim), n_slots_(n_slots), n_ctx_(n_ctx), cache_type_(cache_type) {
+SequenceSlots::SequenceSlots(int64_t n_layers, int64_t kv_dim, int64_t n_slots, int64_t n_ctx, CacheTypes types)
+    : kv_dim_(kv_dim), n_slots_(n_slots), n_ctx_(n_ctx), types_(types) {
     if (n_slots < 1 || n_ctx < 1) fail("model", "a context needs at least one slot and one position");
-    if (cache_type != DType::F32 && cache_type != DType::F16)
-        fail("model", "a KV cache of type {} is not supported (f32 and f16 are)", dtype_name(cache_type));
-    row_bytes_ = static_cast<size_t>(kv_dim) * (cache_type == DType::F16 ? 2 : 4);
-    const size_t bytes = row_bytes_ * static_cast<size_t>(n_slots * n_ctx);
-    k_.assign(static_cast<size_t>(n_layers), std::vector<std::byte>(bytes));
-    v_.assign(static_cast<size_t>(n_layers), std::vector<std::byte>(bytes));
+    check_cache_types(types, 0);
+    k_row_bytes_ = cache_row_bytes(types.k, kv_dim);
+    v_row_bytes_ = cache_row_bytes(types.v, kv_dim);
+    const auto rows = static_cast<size_t>(n_slots * n_ctx);
+    k_.assign(static_cast<size_t>(n_layers), std::vector<std::byte>(k_row_bytes_ * rows));
+    v_.assign(static_cast<size_t>(n_layers), std::vector<std::byte>(v_row_bytes_ * rows));
     n_past_.assign(static_cast<size_t>(n_slots), 0);
+}
+
+size_t SequenceSlots::cache_bytes() const noexcept {
+    return (k_row_bytes_ + v_row_bytes_) * static_cast<size_t>(cache_rows()) * k_.size();
 }
 
 void SequenceSlots::plan(std::span<const int32_t> slots, SlotBatch& batch) const {
@@ -60,20 +65,20 @@ void SequenceSlots::reorder(std::span<const int32_t> parents) {
         fail("model", "reorder got {} parents for {} slots", parents.size(), n_slots_);
     for (int32_t p : parents)
         if (p < 0 || p >= n_slots_) fail("model", "parent slot {} is out of range (0..{})", p, n_slots_ - 1);
-    const size_t slot_bytes = static_cast<size_t>(n_ctx_) * row_bytes_;
-    scratch_.resize(slot_bytes * static_cast<size_t>(n_slots_));
     std::vector<int64_t> new_past(static_cast<size_t>(n_slots_), 0);  // slots without a parent end up empty
     for (size_t i = 0; i < parents.size(); ++i) new_past[i] = n_past_[static_cast<size_t>(parents[i])];
-    for (auto* caches : {&k_, &v_}) {
+    for (auto [caches, row_bytes] : {std::pair{&k_, k_row_bytes_}, std::pair{&v_, v_row_bytes_}}) {
+        const size_t slot_bytes = static_cast<size_t>(n_ctx_) * row_bytes;
+        scratch_.resize(slot_bytes * static_cast<size_t>(n_slots_));
         for (std::vector<std::byte>& cache : *caches) {
             // Copy every slot's used rows aside first: a slot may be both a parent and overwritten.
             for (int64_t s = 0; s < n_slots_; ++s)
                 std::memcpy(scratch_.data() + static_cast<size_t>(s) * slot_bytes,
                             cache.data() + static_cast<size_t>(s) * slot_bytes,
-                            static_cast<size_t>(n_past_[static_cast<size_t>(s)]) * row_bytes_);
+                            static_cast<size_t>(n_past_[static_cast<size_t>(s)]) * row_bytes);
             for (size_t i = 0; i < parents.size(); ++i)
                 std::memcpy(cache.data() + i * slot_bytes, scratch_.data() + static_cast<size_t>(parents[i]) * slot_bytes,
-                            static_cast<size_t>(new_past[i]) * row_bytes_);
+                            static_cast<size_t>(new_past[i]) * row_bytes);
         }
     }
     n_past_ = std::move(new_past);

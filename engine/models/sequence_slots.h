@@ -10,7 +10,7 @@
 #include <span>
 #include <vector>
 
-#include "engine/core/dtype.h"
+#include "engine/models/kv_cache_types.h"
 
 namespace kiln {
 
@@ -23,10 +23,9 @@ struct SlotBatch {
 
 class SequenceSlots {
 public:
-    // n_layers caches of n_slots * n_ctx rows of kv_dim values, keys and
-    // values, stored as `cache_type`: F32, or F16 (half the memory, and half
-    // the bytes each generated token reads back; llama.cpp's default).
-    SequenceSlots(int64_t n_layers, int64_t kv_dim, int64_t n_slots, int64_t n_ctx, DType cache_type = DType::F32);
+    // n_layers caches of n_slots * n_ctx rows of kv_dim values, keys stored
+    // as types.k and values as types.v (kv_cache_types.h).
+    SequenceSlots(int64_t n_layers, int64_t kv_dim, int64_t n_slots, int64_t n_ctx, CacheTypes types = {});
 
     int64_t n_slots() const noexcept { return n_slots_; }
     int64_t n_ctx() const noexcept { return n_ctx_; }
@@ -34,7 +33,9 @@ public:
     int64_t cache_rows() const noexcept { return n_slots_ * n_ctx_; }
     int64_t n_past(int64_t slot) const { return n_past_.at(static_cast<size_t>(slot)); }
 
-    DType cache_type() const noexcept { return cache_type_; }
+    CacheTypes cache_types() const noexcept { return types_; }
+    // Bytes of the caches of all layers, keys and values.
+    size_t cache_bytes() const noexcept;
     void* keys(int64_t layer) noexcept { return k_[static_cast<size_t>(layer)].data(); }
     void* values(int64_t layer) noexcept { return v_[static_cast<size_t>(layer)].data(); }
 
@@ -58,8 +59,8 @@ public:
 
 private:
     int64_t kv_dim_, n_slots_, n_ctx_;
-    DType cache_type_;
-    size_t row_bytes_;
+    CacheTypes types_;
+    size_t k_row_bytes_, v_row_bytes_;
     std::vector<std::vector<std::byte>> k_, v_;
     std::vector<int64_t> n_past_;
     std::vector<std::byte> scratch_;  // every slot's used rows, for reorder

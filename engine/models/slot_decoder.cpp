@@ -8,16 +8,16 @@
 namespace kiln {
 
 SlotDecoderSession::SlotDecoderSession(int64_t n_vocab, int64_t n_layers, int64_t kv_dim, int64_t n_ctx,
-                                       int64_t n_slots, Executor::Mode mode, DType cache_type)
-    : n_vocab_(n_vocab), mode_(mode), slots_(n_layers, kv_dim, n_slots, n_ctx, cache_type) {}
+                                       int64_t n_slots, Executor::Mode mode, CacheTypes cache_types)
+    : n_vocab_(n_vocab), mode_(mode), slots_(n_layers, kv_dim, n_slots, n_ctx, cache_types) {}
 
 NodeId SlotDecoderSession::key_cache(Graph& g, int64_t layer) {
-    return g.state(fmt::format("cache_k.{}", layer), slots_.cache_type(), Shape::of({slots_.kv_dim(), slots_.cache_rows()}),
+    return g.state(fmt::format("cache_k.{}", layer), slots_.cache_types().k, Shape::of({slots_.kv_dim(), slots_.cache_rows()}),
                    slots_.keys(layer));
 }
 
 NodeId SlotDecoderSession::value_cache(Graph& g, int64_t layer) {
-    return g.state(fmt::format("cache_v.{}", layer), slots_.cache_type(), Shape::of({slots_.kv_dim(), slots_.cache_rows()}),
+    return g.state(fmt::format("cache_v.{}", layer), slots_.cache_types().v, Shape::of({slots_.kv_dim(), slots_.cache_rows()}),
                    slots_.values(layer));
 }
 

@@ -31,7 +31,7 @@ protected:
         int64_t n;
     };
     SlotDecoderSession(int64_t n_vocab, int64_t n_layers, int64_t kv_dim, int64_t n_ctx, int64_t n_slots,
-                       Executor::Mode mode, DType cache_type);
+                       Executor::Mode mode, CacheTypes cache_types);
 
     // Appends the forward pass to g; returns the logits node: [n_vocab, n], or
     // [n_vocab, 1] for the last token alone when last_only.

@@ -1,8 +1,10 @@
 // The KV cache write and causal (grouped-query) attention over the cache.
-// Caches hold F32 or F16 rows (each of K and V on its own); F16 rows are
-// widened to float as the attention reads them (by the fast kernel's loads; the
-// reference widens a head's rows into scratch first), so the kernels see
-// exactly the values an F32 cache holding the rounded rows would give them.
+// Keys and values each have their own cache type: F32, F16, BF16, Q8_0 or
+// Q4_0 (ggml's layouts). New rows are rounded or quantized as they are
+// written; attention reads the stored rows directly (the fast kernel widens or
+// dequantizes each element as it loads it; the reference widens a head's rows
+// into scratch with the types' reference conversions first), so the kernels
+// see exactly the values an F32 cache holding the rounded rows would hold.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -22,36 +24,43 @@ using ops::detail::shape_error;
 // Sources of an attention node.
 enum AttentionSource { kQuery = 0, kKeys = 1, kValues = 2, kPositions = 3, kMask = 4 };
 
-bool cache_type_supported(DType t) noexcept { return t == DType::F32 || t == DType::F16; }
+bool block_type(DType t) noexcept { return type_traits(t).block_size > 1; }
+
+// Bytes from a cache row's start to element `first` (a multiple of the block size).
+size_t offset_bytes(DType t, int64_t first) noexcept {
+    const TypeTraits& tt = type_traits(t);
+    return static_cast<size_t>(first / tt.block_size) * tt.block_bytes;
+}
 
 // Positions were validated by the model; one outside the cache is skipped
-// rather than written out of bounds. Rows of an F16 cache are rounded to
-// nearest even: the fast path with F16C, the reference with the scalar
-// conversion (the same bits).
+// rather than written out of bounds. F16 rows are rounded to nearest even:
+// the fast path with F16C, the reference with the scalar conversion (the same
+// bits). BF16, Q8_0 and Q4_0 rows go through the reference conversions of
+// engine/quant (ggml's quantize_row_*_ref): a row is written once per token
+// and layer, next to the matrix products that made it.
 template <bool Fast>
 void run_store_kv(const Graph& g, const Node& n, const ExecContext& ctx) {
     const Node& cache = g.node(n.src[0]);
     const Node& x = g.node(n.src[1]);
     const int32_t* positions = g.node(n.src[2]).row<int32_t>(0);
     const int64_t width = x.shape.ne[0];
+    const FromFloatFn convert = type_traits(cache.type).from_float_ref;
     const auto [r0, r1] = split_range(x.shape.rows(), ctx.ith, ctx.nth);
     for (int64_t r = r0; r < r1; ++r) {
         if (positions[r] < 0 || positions[r] >= cache.shape.rows()) continue;
         if (cache.type == DType::F32) {
             std::memcpy(cache.row<std::byte>(positions[r]), x.row<std::byte>(r), x.row_bytes);
-        } else if constexpr (Fast) {
+        } else if (cache.type == DType::F16 && Fast) {
             kernels::fp32_to_fp16_row(x.row(r), cache.row<uint16_t>(positions[r]), width);
         } else {
-            const float* in = x.row(r);
-            uint16_t* out = cache.row<uint16_t>(positions[r]);
-            for (int64_t i = 0; i < width; ++i) out[i] = fp32_to_fp16(in[i]);
+            convert(x.row(r), cache.row<std::byte>(positions[r]), width);
         }
     }
 }
 
 // For the reference path: one key/value head of a cache as float rows, an F32
-// cache's own rows, or an F16 cache's rows widened (by the scalar conversion)
-// into the thread's scratch as they are first needed.
+// cache's own rows, or another type's rows widened or dequantized (by the
+// type's reference conversion) into the thread's scratch as they are first needed.
 class HeadRows {
 public:
     HeadRows(const Node& cache, int64_t head_dim, float* scratch) noexcept
@@ -61,10 +70,10 @@ public:
     const float* rows(int64_t head, int64_t n) noexcept {
         if (cache_.type == DType::F32) return cache_.row(0) + head * head_dim_;
         if (head != head_) head_ = head, widened_ = 0;
-        for (; widened_ < n; ++widened_) {
-            const uint16_t* half = cache_.row<uint16_t>(widened_) + head * head_dim_;
-            for (int64_t d = 0; d < head_dim_; ++d) scratch_[widened_ * head_dim_ + d] = fp16_to_fp32(half[d]);
-        }
+        const ToFloatFn to_float = type_traits(cache_.type).to_float;
+        const size_t offset = offset_bytes(cache_.type, head * head_dim_);
+        for (; widened_ < n; ++widened_)
+            to_float(cache_.row<std::byte>(widened_) + offset, scratch_ + widened_ * head_dim_, head_dim_);
         return scratch_;
     }
     size_t stride() const noexcept {
@@ -112,7 +121,7 @@ struct AttentionInputs {
 };
 
 // A thread's scratch: the kernel's, then the widened key rows and the widened
-// value rows of one head (F16 caches only).
+// value rows of one head (caches other than F32 only).
 size_t kernel_scratch_floats(const Node& keys) noexcept { return kernels::attend_block_scratch(keys.shape.rows()); }
 
 struct WidenedHeads {
@@ -165,8 +174,7 @@ void run_attention_blocks(const Graph& g, const Node& n, const ExecContext& ctx)
     const int64_t lo = total * ctx.ith / ctx.nth, hi = total * (ctx.ith + 1) / ctx.nth;
 
     const auto head_of = [&](const Node& cache, int64_t kv_head) {
-        const size_t elem = cache.type == DType::F16 ? 2 : 4;
-        return kernels::CacheHead{cache.row<std::byte>(0) + static_cast<size_t>(kv_head * p.head_dim) * elem,
+        return kernels::CacheHead{cache.row<std::byte>(0) + offset_bytes(cache.type, kv_head * p.head_dim),
                                   static_cast<size_t>(cache.shape.ne[0]), cache.type};
     };
     int64_t start = 0;
@@ -206,8 +214,9 @@ NodeId store_kv(Graph& g, NodeId cache, NodeId x, NodeId positions) {
     if (c.op != OpKind::State && c.op != OpKind::StoreKV)
         shape_error(OpKind::StoreKV, "the cache must be a state node");
     require_type(OpKind::StoreKV, xn, DType::F32, "the rows");
-    if (!cache_type_supported(c.type))
-        shape_error(OpKind::StoreKV, "a cache of type {} is not supported (f32 and f16 are)", dtype_name(c.type));
+    if (!kernels::attention_cache_type(c.type))
+        shape_error(OpKind::StoreKV, "a cache of type {} is not supported (f32, f16, bf16, q8_0 and q4_0 are)",
+                    dtype_name(c.type));
     require_type(OpKind::StoreKV, g.node(positions), DType::I32, "the positions");
     if (xn.shape.ne[0] != c.shape.ne[0])
         shape_error(OpKind::StoreKV, "rows {} do not fit the cache {}", xn.shape.str(), c.shape.str());
@@ -223,9 +232,16 @@ NodeId cached_attention(Graph& g, NodeId q, NodeId k_cache, NodeId v_cache, Node
     const Node& kn = g.node(k_cache);
     const Node& vn = g.node(v_cache);
     require_type(op, qn, DType::F32, "the queries");
-    for (const Node* cache : {&kn, &vn})
-        if (!cache_type_supported(cache->type))
-            shape_error(op, "a cache of type {} is not supported (f32 and f16 are)", dtype_name(cache->type));
+    for (const Node* cache : {&kn, &vn}) {
+        if (!kernels::attention_cache_type(cache->type))
+            shape_error(op, "a cache of type {} is not supported (f32, f16, bf16, q8_0 and q4_0 are)",
+                        dtype_name(cache->type));
+        // A head must be whole blocks: the kernel addresses it by its first block.
+        const int64_t block = type_traits(cache->type).block_size;
+        if (block_type(cache->type) && head_dim % block != 0)
+            shape_error(op, "a {} cache needs a head size that is a multiple of {}, got {}", dtype_name(cache->type),
+                        block, head_dim);
+    }
     require_type(op, g.node(positions), DType::I32, "the positions");
     if (n_heads < 1 || n_kv_heads < 1 || head_dim < 1 || n_heads % n_kv_heads != 0)
         shape_error(op, "{} query heads cannot share {} key/value heads", n_heads, n_kv_heads);

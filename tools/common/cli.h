@@ -17,6 +17,7 @@
 
 #include "engine/core/dtype.h"
 #include "engine/core/error.h"
+#include "engine/models/kv_cache_types.h"
 
 namespace kiln::cli {
 
@@ -80,27 +81,34 @@ inline int64_t parse_int(std::string_view flag, std::string_view text, int64_t m
 }
 
 // -ctk/--cache-type-k and -ctv/--cache-type-v, spelled as llama.cpp spells
-// them: f32 (kiln's default) or f16. kiln's KV cache holds keys and values in
-// one type, so when both are given they must agree.
+// them, each on its own: f32, f16 (the default, as llama.cpp's), bf16, q8_0
+// or q4_0.
 class CacheTypeFlags {
 public:
+    static constexpr DType kDefault = DType::F16;
+    static constexpr const char* kNames = "f32, f16, bf16, q8_0 or q4_0";
+
     // Takes the flag (and its value) if it is one of these; false otherwise.
     bool parse(std::string_view flag, Args& args) {
         const bool is_k = flag == "-ctk" || flag == "--cache-type-k";
         if (!is_k && flag != "-ctv" && flag != "--cache-type-v") return false;
         const std::string_view text = args.value(flag);
-        DType type = DType::F32;
-        if (text == "f16") type = DType::F16;
-        else if (text != "f32") usage_error("{} must be f32 or f16, got '{}'", flag, text);
-        (is_k ? k_ : v_) = type;
+        const std::optional<DType> type = parse_dtype(text);
+        if (!type || !kv_cache_type_supported(*type)) usage_error("{} must be {}, got '{}'", flag, kNames, text);
+        (is_k ? k_ : v_) = *type;
         return true;
     }
+    CacheTypes types() const { return {k_.value_or(kDefault), v_.value_or(kDefault)}; }
+    // For a tool that keeps keys and values in one type: the flags must agree.
     DType type() const {
-        if (k_ && v_ && *k_ != *v_)
-            usage_error("-ctk {} and -ctv {} differ: kiln's KV cache holds keys and values in one type",
-                        dtype_name(*k_), dtype_name(*v_));
-        return k_ ? *k_ : v_ ? *v_ : DType::F32;
+        const CacheTypes t = types();
+        if (t.k != t.v)
+            usage_error("-ctk {} and -ctv {} differ: this tool keeps keys and values in one type", dtype_name(t.k),
+                        dtype_name(t.v));
+        return t.k;
     }
+    // Whether either flag was given.
+    bool given() const noexcept { return k_.has_value() || v_.has_value(); }
 
 private:
     std::optional<DType> k_, v_;

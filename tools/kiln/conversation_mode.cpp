@@ -82,7 +82,7 @@ int run_conversation(const ConversationOptions& o, std::shared_ptr<const GgufFil
         fmt::print(stderr, "kiln: the vocabulary has no end-of-turn token: replies end at -n or a full context (-r TEXT ends them too)\n");
 
     ThreadPool pool(static_cast<int>(o.threads));
-    auto session = lm->new_session(n_ctx, 1, Executor::Mode::Fast, o.cache_type);
+    auto session = lm->new_session(n_ctx, 1, Executor::Mode::Fast, o.cache_types);
     Sampler sampler(o.sampling);
     const bool terminal = isatty(STDIN_FILENO) != 0;
     if (terminal) {

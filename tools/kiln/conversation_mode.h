@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "engine/core/dtype.h"
+#include "engine/models/kv_cache_types.h"
 #include "engine/runtime/sampler.h"
 
 namespace kiln {
@@ -26,7 +27,7 @@ struct ConversationOptions {
     int64_t threads = 1;
     int64_t ctx = 0;                        // 0: the model's, at most 4096
     SamplerParams sampling;
-    DType cache_type = DType::F32;
+    CacheTypes cache_types{DType::F16};
 };
 
 // Runs the conversation on stdin/stdout: on a terminal with a "> " prompt,
