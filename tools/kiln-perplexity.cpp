@@ -16,6 +16,7 @@
 #include "tools/common/cli.h"
 #include "tools/common/kl_base.h"
 #include "tools/common/kl_stats.h"
+#include "tools/common/version.h"
 
 namespace {
 
@@ -54,6 +55,7 @@ the model's with percentiles, the probability difference of the right token
   -ctk, --cache-type-k TYPE  KV cache type, f32 or f16 (default f32); keys and values
   -ctv, --cache-type-v TYPE  share one type, so -ctk and -ctv must agree
   -h, --help            show this help
+      --version         print the version, git commit, build and kernel sets
 )";
 
 struct Options {
@@ -75,6 +77,9 @@ Options parse(int argc, char** argv) {
         const std::string_view flag = args.next();
         if (flag == "-h" || flag == "--help") {
             fmt::print("{}", kUsage);
+            std::exit(0);
+        } else if (flag == "--version") {
+            kiln::cli::print_version("kiln-perplexity");
             std::exit(0);
         } else if (flag == "-m" || flag == "--model") {
             o.model = args.value(flag);

@@ -22,6 +22,7 @@
 #include "tools/common/check_tensors.h"
 #include "tools/common/cli.h"
 #include "tools/kiln/conversation_mode.h"
+#include "tools/common/version.h"
 
 namespace {
 
@@ -67,6 +68,7 @@ unless --temp or --beams is given. Timings go to stderr.
   -ctk, --cache-type-k TYPE KV cache type of llama and gpt2 models, f32 or f16 (default f32);
   -ctv, --cache-type-v TYPE keys and values share one type, so -ctk and -ctv must agree
   -h, --help                show this help
+      --version             print the version, git commit, build and kernel sets
 )";
 
 struct Options {
@@ -112,6 +114,9 @@ Options parse(int argc, char** argv) {
         const std::string_view flag = args.next();
         if (flag == "-h" || flag == "--help") {
             fmt::print("{}", kUsage);
+            std::exit(0);
+        } else if (flag == "--version") {
+            kiln::cli::print_version("kiln");
             std::exit(0);
         } else if (flag == "-m" || flag == "--model") {
             o.model = args.value(flag);
