@@ -23,7 +23,7 @@ void write_bytes(const std::filesystem::path& path, std::string_view bytes) {
 // Runs `tool` on the model path; the failure must be one line containing `fragment`.
 void check_refusal(const std::string& tool, const std::string& flags, const std::filesystem::path& model,
                    const std::string& fragment) {
-    const test::ToolRun run = test::run_tool(tool, fmt::format(flags, shell_quote(model.string())));
+    const test::ToolRun run = test::run_tool(tool, fmt::format(fmt::runtime(flags), shell_quote(model.string())));
     INFO(tool << " " << model << ": " << run.err);
     CHECK(run.status == 1);
     CHECK(run.out.empty());
