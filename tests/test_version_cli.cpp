@@ -51,7 +51,7 @@ void check_commit(const std::string& commit) {
 
 }  // namespace
 
-TEST_CASE("--version on every tool: version, commit, build, kernel sets", "[cli][version]") {
+TEST_CASE("every tool prints --version: version, commit, build, kernel sets", "[cli][version]") {
     const std::string version = project_version();
     for (const char* tool : {"kiln", "kiln-convert", "kiln-perplexity", "kiln-bench", "kiln-tokenize", "kiln-train",
                              "kiln-kernel-bench"}) {
@@ -75,7 +75,7 @@ TEST_CASE("--version on every tool: version, commit, build, kernel sets", "[cli]
     }
 }
 
-TEST_CASE("--version names the kernel set KILN_KERNELS chose", "[cli][version]") {
+TEST_CASE("kiln --version names the kernel set KILN_KERNELS chose", "[cli][version]") {
     const test::ToolRun run = test::run_command("KILN_KERNELS=scalar " + shell_quote(test::tool_path("kiln").string()) + " --version");
     CHECK(run.status == 0);
     CHECK(run.out.find("in use: scalar\n") != std::string::npos);
