@@ -52,6 +52,7 @@
 #include "formats/gguf/gguf_file.h"
 #include "tools/common/check_tensors.h"
 #include "tools/common/cli.h"
+#include "tools/common/version.h"
 
 namespace {
 
@@ -89,6 +90,7 @@ options:
       --roofline-mib N         size of the buffer --roofline reads (default 1024: well
                                past the L3, so the figure is DRAM bandwidth)
   -h, --help                   show this help
+      --version                print the version, git commit, build and kernel sets
 
 The kernel set is the best this CPU runs, or the one named by KILN_KERNELS.
 )";
@@ -161,6 +163,9 @@ Options parse(int argc, char** argv) {
         const std::string_view flag = args.next();
         if (flag == "-h" || flag == "--help") {
             fmt::print("{}", kUsage);
+            std::exit(0);
+        } else if (flag == "--version") {
+            kiln::cli::print_version("kiln-bench");
             std::exit(0);
         } else if (flag == "-m" || flag == "--model") {
             for (std::string_view m : split_list(args.value(flag))) {
@@ -426,7 +431,7 @@ std::vector<Field> fields_of(const Result& r, std::string_view cpu, std::string_
     if (r.roofline_gbs && r.bandwidth_gbs()) fraction = *r.bandwidth_gbs() / *r.roofline_gbs;
     const int64_t batch = r.batch, ubatch = r.ubatch;
     return {
-        {"build_commit", Kind::String, "kiln"},
+        {"build_commit", Kind::String, std::string(kiln::cli::build_commit())},
         {"build_number", Kind::Int, "0"},
         {"cpu_info", Kind::String, std::string(cpu)},
         {"gpu_info", Kind::String, ""},

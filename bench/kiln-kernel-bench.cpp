@@ -56,6 +56,7 @@
 #include "engine/kernels/matmul.h"
 #include "engine/runtime/thread_pool.h"
 #include "tools/common/cli.h"
+#include "tools/common/version.h"
 
 namespace {
 
@@ -73,6 +74,7 @@ options:
   --quick              smaller buffers and fewer repetitions: a smoke test, not a measurement
   --sweep              also print batched GFLOP/s for 1..32 tokens (to tune the GEMM thresholds)
   -h, --help           show this help
+      --version        print the version, git commit, build and kernel sets
 )";
 
 struct Options {
@@ -257,6 +259,9 @@ int run(int argc, char** argv) {
         const std::string_view a = args.next();
         if (a == "-h" || a == "--help") {
             fmt::print("{}", kUsage);
+            return 0;
+        } else if (a == "--version") {
+            kiln::cli::print_version("kiln-kernel-bench");
             return 0;
         } else if (a == "-t" || a == "--threads") {
             opt.threads.clear();

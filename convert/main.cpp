@@ -7,6 +7,7 @@
 #include "convert/convert.h"
 #include "convert/inspect.h"
 #include "tools/common/cli.h"
+#include "tools/common/version.h"
 
 namespace {
 
@@ -90,6 +91,9 @@ int run(int argc, char** argv) {
         const std::string_view arg = args.next();
         if (arg == "-h" || arg == "--help") {
             fmt::print("{}", kUsage);
+            return 0;
+        } else if (arg == "--version") {
+            kiln::cli::print_version("kiln-convert");
             return 0;
         } else if (arg == "inspect" && options.input.empty()) {
             if (args.done()) usage_error("inspect takes exactly one FILE");

@@ -19,6 +19,7 @@
 #include "tools/common/kl_base.h"
 #include "tools/common/kl_stats.h"
 #include "tools/common/vocabulary_fit.h"
+#include "tools/common/version.h"
 
 namespace {
 
@@ -58,6 +59,7 @@ the model's with percentiles, the probability difference of the right token
                              (default f16, as llama.cpp's)
   -ctv, --cache-type-v TYPE  type of the cached values, the same choices (default f16)
   -h, --help            show this help
+      --version         print the version, git commit, build and kernel sets
 )";
 
 struct Options {
@@ -79,6 +81,9 @@ Options parse(int argc, char** argv) {
         const std::string_view flag = args.next();
         if (flag == "-h" || flag == "--help") {
             fmt::print("{}", kUsage);
+            std::exit(0);
+        } else if (flag == "--version") {
+            kiln::cli::print_version("kiln-perplexity");
             std::exit(0);
         } else if (flag == "-m" || flag == "--model") {
             o.model = args.value(flag);

@@ -22,6 +22,7 @@
 #include "formats/io/regular_file.h"
 #include "formats/tokenizer/tokenizer.h"
 #include "tools/common/cli.h"
+#include "tools/common/version.h"
 
 namespace {
 
@@ -50,6 +51,7 @@ BPE), "gpt2" (byte-level BPE, split as tokenizer.ggml.pre says) or "char"
                       spells them ("▁" for a space and <0xNN> for byte
                       tokens in "llama", "Ġ" for a space in "gpt2")
   -h, --help          show this help
+      --version       print the version, git commit, build and kernel sets
 
 Text that is not valid UTF-8: "llama" spells the bad bytes as byte tokens
 (byte fallback), "gpt2" reads each as U+FFFD (as llama.cpp does), "char"
@@ -74,6 +76,10 @@ Options parse(int argc, char** argv) {
     while (!args.done()) {
         const std::string_view flag = args.next();
         if (flag == "-h" || flag == "--help") options.help = true;
+        else if (flag == "--version") {
+            kiln::cli::print_version("kiln-tokenize");
+            std::exit(0);
+        }
         else if (flag == "-m" || flag == "--model") options.model = args.value(flag);
         else if (flag == "-p" || flag == "--prompt") options.prompt = std::string(args.value(flag));
         else if (flag == "-f" || flag == "--file") options.file = std::string(args.value(flag));

@@ -27,6 +27,7 @@
 #include "formats/tokenizer/tokenizer.h"
 #include "formats/tokenizer/vocab_metadata.h"
 #include "tools/common/cli.h"
+#include "tools/common/version.h"
 
 namespace {
 
@@ -104,6 +105,7 @@ Reporting:
       --eval-batches N      batches per evaluation (20)
   -t, --threads N           threads (default: the physical cores the process may use)
   -h, --help                show this help
+      --version             print the version, git commit, build and kernel sets
 )";
 
 struct Options {
@@ -132,6 +134,9 @@ Options parse(int argc, char** argv) {
         const auto number = [&](double min, double max) { return parse_float(flag, args.value(flag), min, max); };
         if (flag == "-h" || flag == "--help") {
             fmt::print("{}", kUsage);
+            std::exit(0);
+        } else if (flag == "--version") {
+            kiln::cli::print_version("kiln-train");
             std::exit(0);
         } else if (flag == "-f" || flag == "--file") o.text = args.value(flag);
         else if (flag == "--task") {

@@ -25,6 +25,7 @@
 #include "tools/common/cli.h"
 #include "tools/common/vocabulary_fit.h"
 #include "tools/kiln/conversation_mode.h"
+#include "tools/common/version.h"
 
 namespace {
 
@@ -71,6 +72,7 @@ unless --temp or --beams is given. Timings go to stderr.
                             decoder-only models; q8_0/q4_0 need a head size that is a multiple of 32)
   -ctv, --cache-type-v TYPE type of the cached values, the same choices (default f16)
   -h, --help                show this help
+      --version             print the version, git commit, build and kernel sets
 )";
 
 struct Options {
@@ -109,6 +111,9 @@ Options parse(int argc, char** argv) {
         const std::string_view flag = args.next();
         if (flag == "-h" || flag == "--help") {
             fmt::print("{}", kUsage);
+            std::exit(0);
+        } else if (flag == "--version") {
+            kiln::cli::print_version("kiln");
             std::exit(0);
         } else if (flag == "-m" || flag == "--model") {
             o.model = args.value(flag);

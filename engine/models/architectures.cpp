@@ -58,6 +58,18 @@ std::unique_ptr<DecoderArch> load_checked(const DecoderEntry& e, const GgufFile&
     return decoder;
 }
 
+// A file with a vocabulary and no weights (llama.cpp's ggml-vocab-*.gguf, or
+// kiln-convert --no-tokenizer's opposite) is not a model: say so before any
+// "tensor is missing".
+void refuse_without_tensors(const GgufFile& file) {
+    if (!file.tensors().empty()) return;
+    if (file.find("tokenizer.ggml.model") != nullptr)
+        fail("model", "{} holds only a vocabulary (tokenizer metadata, no tensors), not a model: kiln-tokenize reads "
+                      "it; kiln-convert --tokenizer {} embeds it in a converted checkpoint",
+             file.name(), file.name());
+    fail("model", "{} holds no tensors: it is not a model", file.name());
+}
+
 }  // namespace
 
 std::vector<std::string> decoder_architectures() {
@@ -69,6 +81,7 @@ std::vector<std::string> decoder_architectures() {
 bool is_seq2seq(const GgufFile& file) { return file.get_string("general.architecture") == kSeq2seq; }
 
 std::unique_ptr<TransformerModel> load_seq2seq(std::shared_ptr<const GgufFile> file) {
+    refuse_without_tensors(*file);
     const std::string arch = file->get_string("general.architecture");
     if (arch != kSeq2seq)
         fail("model", "{}: '{}' is not an encoder-decoder model (that is '{}')", file->name(), arch, kSeq2seq);
@@ -76,6 +89,7 @@ std::unique_ptr<TransformerModel> load_seq2seq(std::shared_ptr<const GgufFile> f
 }
 
 std::string check_model(const GgufFile& file) {
+    refuse_without_tensors(file);
     const std::string arch = file.get_string("general.architecture");
     if (arch == kSeq2seq) {
         check_transformer(file);
@@ -88,6 +102,7 @@ std::string check_model(const GgufFile& file) {
 }
 
 std::unique_ptr<CausalLm> load_causal_lm(std::shared_ptr<const GgufFile> file) {
+    refuse_without_tensors(*file);
     const std::string arch = file->get_string("general.architecture");
     for (const DecoderEntry& e : kDecoders)
         if (arch == e.name) {

@@ -7,6 +7,7 @@
 
 #include "engine/core/error.h"
 #include "engine/core/printable.h"
+#include "formats/gguf/not_gguf.h"
 #include "formats/io/mapped_file.h"
 #include "formats/gguf/gguf_checksum.h"
 
@@ -255,7 +256,9 @@ private:
 };
 
 GgufFile GgufFile::open(const std::filesystem::path& path) {
+    refuse_folder_as_gguf(path);
     auto mapping = std::make_shared<const MappedFile>(path);
+    refuse_checkpoint_as_gguf(path, mapping->bytes());
     GgufFile file = parse(mapping->bytes(), path.string());
     file.mapping_ = std::move(mapping);
     return file;

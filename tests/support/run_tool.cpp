@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 
+#include "support/run_command.h"
 #include "support/sample_gguf.h"
 
 extern char** environ;  // posix_spawn passes the tests' environment on
@@ -34,8 +35,12 @@ std::string shell_quote(const std::string& s) {
 }
 
 ToolRun run_tool(const std::string& name, const std::string& args, const std::string& shell_before) {
+    return run_command(fmt::format("{} {} {}", shell_before, shell_quote(tool_path(name).string()), args));
+}
+
+ToolRun run_command(const std::string& command_line) {
     TempDir dir;
-    const std::string command = fmt::format("{} {} {} >{} 2>{}", shell_before, shell_quote(tool_path(name).string()), args,
+    const std::string command = fmt::format("({}) >{} 2>{}", command_line,
                                             shell_quote((dir.path() / "out").string()),
                                             shell_quote((dir.path() / "err").string()));
     const int raw = std::system(command.c_str());

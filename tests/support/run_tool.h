@@ -18,6 +18,9 @@ std::filesystem::path tool_path(const std::string& name);
 // `shell_before` runs in the same shell first, e.g. "ulimit -v 400000 &&".
 ToolRun run_tool(const std::string& name, const std::string& args, const std::string& shell_before = "");
 
+// Runs a shell command line, capturing exit status and output the same way.
+ToolRun run_command(const std::string& command_line);
+
 // run_tool() that also measures the program's peak resident memory: the
 // shell execs the program, so wait4's ru_maxrss is the program's own.
 ToolRun run_tool_measured(const std::string& name, const std::string& args);
