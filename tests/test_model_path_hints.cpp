@@ -32,7 +32,7 @@ void check_refusal(const std::string& tool, const std::string& flags, const std:
 }
 
 const std::vector<std::pair<std::string, std::string>> kModelTools = {
-    {"kiln", "-m {} -p Hi -n 4"}, {"kiln-perplexity", "-m {} -f /dev/null"}, {"kiln-bench", "-m {} -r 1 -p 4 -n 0"}};
+    {"kiln", "-m {} -p Hi -n 4"}, {"kiln-perplexity", "-m {} -f " + shell_quote((test::shared_dir() / "data" / "tinyshakespeare.txt").string())}, {"kiln-bench", "-m {} -r 1 -p 4 -n 0"}};
 
 }  // namespace
 

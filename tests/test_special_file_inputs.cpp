@@ -70,7 +70,7 @@ TEST_CASE("a directory given as a prompt or text file is refused", "[cli][hostil
     const std::string d = q(dir.path());
     const std::string_view what = "a directory";
     require_refused("kiln", "-m " + model() + " -f " + d, dir.path(), what);
-    require_refused("kiln", "-m " + d + " -p hi", dir.path(), what);
+    // (kiln -m DIRECTORY says more: "convert it first", tests/test_model_path_hints.cpp.)
     require_refused("kiln-tokenize", "-m " + model() + " -f " + d, dir.path(), what);
     require_refused("kiln-perplexity", "-m " + model() + " -f " + d + " -c 128", dir.path(), what);
     require_refused("kiln-train", "-f " + d + " -o " + q(dir.path() / "m.gguf") + " --iters 1 --warmup 0 -t 1", dir.path(), what);

@@ -53,7 +53,7 @@ void check_commit(const std::string& commit) {
 
 TEST_CASE("every tool prints --version: version, commit, build, kernel sets", "[cli][version]") {
     const std::string version = project_version();
-    for (const char* tool : {"kiln", "kiln-convert", "kiln-perplexity", "kiln-bench", "kiln-tokenize", "kiln-train",
+    for (const char* tool : {"kiln", "kiln-convert", "kiln-perplexity", "kiln-bench", "kiln-tokenize", "kiln-train", "kiln-server",
                              "kiln-kernel-bench"}) {
         const std::string path = std::string(tool) == "kiln-kernel-bench"
                                      ? (std::filesystem::path(KILN_BENCH_DIR) / tool).string()

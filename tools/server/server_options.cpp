@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "tools/common/cli.h"
+#include "tools/common/version.h"
 
 namespace kiln::server {
 
@@ -36,6 +37,7 @@ page at /. Requests in -np slots advance together, one batched step at a time
   -ctv, --cache-type-v TYPE   share one type, so -ctk and -ctv must agree
   -a, --alias NAME            model id reported by /v1/models (default: the file's name)
       --max-body-bytes N      largest request body accepted (default 8388608); larger: 413
+      --version               print the version, git commit, build and kernel sets
   -h, --help                  show this help
 )";
 
@@ -50,6 +52,9 @@ ServerOptions parse_server_options(int argc, char** argv) {
         const std::string_view flag = args.next();
         if (flag == "-h" || flag == "--help") {
             fmt::print("{}", kUsage);
+            std::exit(0);
+        } else if (flag == "--version") {
+            print_version("kiln-server");
             std::exit(0);
         } else if (flag == "-m" || flag == "--model") {
             o.model = args.value(flag);
