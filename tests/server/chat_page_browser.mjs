@@ -92,7 +92,17 @@ try {
 } finally {
   clearTimeout(timer);
   browser.kill("SIGKILL");
-  rmSync(profile, { recursive: true, force: true });
+  await new Promise((resolve) => {
+    if (browser.exitCode !== null || browser.signalCode !== null) resolve();
+    else browser.once("exit", resolve);
+  });
+  // Chromium's helper processes may still be writing into the profile for a moment
+  // after the browser is gone: retry, and never fail the test over the cleanup.
+  try {
+    rmSync(profile, { recursive: true, force: true, maxRetries: 20, retryDelay: 100 });
+  } catch (e) {
+    console.log(`note: could not remove ${profile}: ${e.message}`);
+  }
 }
 console.log(failures ? `${failures} check(s) failed` : "all chat page checks passed");
 process.exit(failures ? 1 : 0);
