@@ -6,26 +6,20 @@
 
 #include "engine/core/error.h"
 #include "engine/core/printable.h"
+#include "formats/checkpoint/zip_format.h"
 #include "formats/io/crc32.h"
 #include "formats/io/mapped_file.h"
 
 namespace kiln {
 namespace {
 
-constexpr uint32_t kLocalHeaderSig = 0x04034b50;    // "PK\3\4"
-constexpr uint32_t kCentralHeaderSig = 0x02014b50;  // "PK\1\2"
-constexpr uint32_t kEocdSig = 0x06054b50;           // "PK\5\6"
-constexpr uint32_t kZip64EocdSig = 0x06064b50;      // "PK\6\6"
-constexpr uint32_t kZip64LocatorSig = 0x07064b50;   // "PK\6\7"
-constexpr size_t kLocalHeaderBytes = 30;
+using namespace zip;
+
 constexpr size_t kCentralHeaderBytes = 46;
 constexpr size_t kEocdBytes = 22;
 constexpr size_t kZip64LocatorBytes = 20;
 constexpr size_t kZip64EocdBytes = 56;
 constexpr size_t kMaxCommentBytes = 0xffff;
-constexpr uint16_t kZip64ExtraId = 0x0001;
-constexpr uint32_t k32Sentinel = 0xffffffffu;  // "the real value is in the zip64 extra field"
-constexpr uint16_t k16Sentinel = 0xffffu;
 
 // Little-endian reads at an offset the caller has already bounds-checked.
 template <typename T>

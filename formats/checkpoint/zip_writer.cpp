@@ -5,25 +5,19 @@
 #include "engine/core/error.h"
 #include "engine/core/printable.h"
 #include "formats/checkpoint/zip_archive.h"
+#include "formats/checkpoint/zip_format.h"
 #include "formats/io/atomic_file.h"
 
 namespace kiln {
 namespace {
 
-constexpr uint32_t kLocalHeaderSig = 0x04034b50;
-constexpr uint32_t kCentralHeaderSig = 0x02014b50;
-constexpr uint32_t kEocdSig = 0x06054b50;
-constexpr uint32_t kZip64EocdSig = 0x06064b50;
-constexpr uint32_t kZip64LocatorSig = 0x07064b50;
-constexpr uint64_t kLocalHeaderBytes = 30;
-constexpr uint16_t kZip64ExtraId = 0x0001;
+using namespace zip;
+
 // An extra field of zeros that only moves the data to its alignment; readers
 // skip ids they do not know. ("kl": kiln; torch uses its own id the same way.)
 constexpr uint16_t kPaddingExtraId = 0x6c6b;
 constexpr uint16_t kVersionPlain = 20;  // 2.0: stored entries in folders
 constexpr uint16_t kVersionZip64 = 45;  // 4.5: zip64 extensions
-constexpr uint32_t k32Sentinel = 0xffffffffu;
-constexpr uint16_t k16Sentinel = 0xffffu;
 // 1980-01-01 00:00 in MS-DOS form: a fixed time, so that the same model gives the same bytes.
 constexpr uint16_t kDosTime = 0;
 constexpr uint16_t kDosDate = (0 << 9) | (1 << 5) | 1;
