@@ -9,10 +9,12 @@ Skipped (exit status 77, with the reason) when chromium or node is missing.
 """
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from server_process import start_server  # noqa: E402
 import time
 import urllib.request
 
@@ -34,16 +36,8 @@ def main():
         return 77
     os.makedirs(LOG_DIR, exist_ok=True)
     log = open(os.path.join(LOG_DIR, "server.log"), "w")
-    proc = subprocess.Popen([SERVER, "-m", MODEL, "--port", "0", "-np", "2", "-c", "2048", "-t", "2"],
-                            stdout=log, stderr=subprocess.PIPE, text=True)
+    proc, port = start_server(SERVER, ["-m", MODEL, "-np", "2", "-c", "2048", "-t", "2"], log)
     try:
-        port = None
-        for line in proc.stderr:
-            log.write(line)
-            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
-            if m:
-                port = m.group(1)
-                break
         if port is None:
             print("FAIL: kiln-server did not start")
             return 1

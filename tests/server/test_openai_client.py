@@ -6,10 +6,12 @@ Installs openai from npm into SCRATCH_DIR (once); when that fails (no
 network, no npm) the test is skipped with exit status 77 and says why.
 """
 import os
-import re
 import shutil
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from server_process import start_server  # noqa: E402
 
 SERVER, MODEL, SCRATCH = sys.argv[1:4]
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -33,16 +35,9 @@ def main():
             return 77
     shutil.copy(os.path.join(HERE, "openai_client.mjs"), SCRATCH)
     log = open(os.path.join(SCRATCH, "server.log"), "w")
-    proc = subprocess.Popen([SERVER, "-m", MODEL, "--port", "0", "-np", "2", "-c", "1024", "-t", "2",
-                             "--api-key", KEY], stdout=log, stderr=subprocess.PIPE, text=True)
+    proc, port = start_server(SERVER, ["-m", MODEL, "-np", "2", "-c", "1024", "-t", "2",
+                             "--api-key", KEY], log)
     try:
-        port = None
-        for line in proc.stderr:
-            log.write(line)
-            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
-            if m:
-                port = m.group(1)
-                break
         if port is None:
             print("FAIL: kiln-server did not start")
             return 1
