@@ -50,8 +50,10 @@
 #include "engine/runtime/cpu_budget.h"
 #include "engine/runtime/thread_pool.h"
 #include "formats/gguf/gguf_file.h"
+#include "tools/common/batch_flags.h"
 #include "tools/common/check_tensors.h"
 #include "tools/common/cli.h"
+#include "tools/common/gpu_flags.h"
 #include "tools/common/version.h"
 
 namespace {
@@ -73,12 +75,13 @@ options:
   -gp PP,TG                    TG tokens generated after an untimed PP-token prompt (ik_llama.cpp);
                                may repeat
   -d, --n-depth LIST           run each test after this many untimed tokens in the cache (default 0)
-  -b, --batch-size N           prompt tokens per evaluation (default 2048)
-  -ub, --ubatch-size N         accepted for llama-bench's command lines; kiln has one batch size (-b)
+  -b, --batch-size LIST        logical batch sizes (default 2048)
+  -ub, --ubatch-size LIST      physical batch sizes (default 512): prompts are evaluated in pieces
+                               of min(b, ub) tokens; every b with every ub is a test
   -mmp, --mmap 0|1             1: compute from the file mapping; 0 (default): weights copied into
                                huge pages when they fit in half the memory (reported as use_mmap)
   -fa, --flash-attn 0|1        accepted; kiln has one attention kernel (reported as flash_attn 0)
-  -ngl, --n-gpu-layers N       accepted and ignored (kiln runs on the CPU)
+  -ngl, -mg, -sm, -ts LIST     llama-bench's GPU flags: accepted and ignored with a note (CPU only)
   -r, --repetitions N          timed repetitions of each test (default 5)
   -o, --output FORMAT          md, csv, json, jsonl or sql (SQLite statements, as llama-bench; default md)
   -ctk, --cache-type-k LIST    types of the cached keys, comma-separated: f32, f16, bf16, q8_0,
@@ -113,8 +116,8 @@ struct Options {
     std::vector<int64_t> n_gen{128};
     std::vector<std::pair<int64_t, int64_t>> pg, gp;
     std::vector<int64_t> n_depth{0};
-    int64_t batch = 2048;
-    int64_t ubatch = 512;
+    std::vector<int64_t> batch{kiln::cli::BatchFlags::kDefaultBatch};
+    std::vector<int64_t> ubatch{kiln::cli::BatchFlags::kDefaultUbatch};
     bool mmap = false;
     int reps = 5;
     Format format = Format::Markdown;
@@ -159,6 +162,17 @@ Options parse(int argc, char** argv) {
     Options o;
     Args args(argc, argv);
     bool threads_given = false;
+    GpuFlags gpu;
+    // As llama-bench, a list flag given twice adds to its list (-n 0 -n 16 is
+    // 0,16); the first use replaces the default.
+    std::vector<std::string_view> given;
+    auto append = [&](std::vector<int64_t>& list, std::string_view name, const std::vector<int64_t>& values) {
+        if (std::ranges::find(given, name) == given.end()) {
+            list.clear();
+            given.push_back(name);
+        }
+        list.insert(list.end(), values.begin(), values.end());
+    };
     while (!args.done()) {
         const std::string_view flag = args.next();
         if (flag == "-h" || flag == "--help") {
@@ -175,13 +189,13 @@ Options parse(int argc, char** argv) {
         } else if (flag == "--check-tensors") {
             o.check_tensors = true;
         } else if (flag == "-t" || flag == "--threads") {
-            o.threads.clear();
+            if (!threads_given) o.threads.clear();
             for (int64_t t : parse_int_list(flag, args.value(flag), 1, 1024)) o.threads.push_back(static_cast<int>(t));
             threads_given = true;
         } else if (flag == "-p" || flag == "--n-prompt") {
-            o.n_prompt = parse_int_list(flag, args.value(flag), 0, 1 << 20);
+            append(o.n_prompt, "-p", parse_int_list(flag, args.value(flag), 0, 1 << 20));
         } else if (flag == "-n" || flag == "--n-gen") {
-            o.n_gen = parse_int_list(flag, args.value(flag), 0, 1 << 20);
+            append(o.n_gen, "-n", parse_int_list(flag, args.value(flag), 0, 1 << 20));
         } else if (flag == "-r" || flag == "--repetitions") {
             o.reps = static_cast<int>(parse_int(flag, args.value(flag), 1, 10000));
         } else if (flag == "-o" || flag == "--output") {
@@ -197,23 +211,17 @@ Options parse(int argc, char** argv) {
         } else if (flag == "-gp") {
             o.gp.push_back(parse_pair(flag, args.value(flag)));
         } else if (flag == "-d" || flag == "--n-depth") {
-            o.n_depth = parse_int_list(flag, args.value(flag), 0, 1 << 20);
+            append(o.n_depth, "-d", parse_int_list(flag, args.value(flag), 0, 1 << 20));
         } else if (flag == "-b" || flag == "--batch-size") {
-            const std::vector<int64_t> b = parse_int_list(flag, args.value(flag), 1, 1 << 20);
-            if (b.size() != 1) usage_error("{} takes one value in kiln-bench", flag);
-            o.batch = b[0];
+            append(o.batch, "-b", parse_int_list(flag, args.value(flag), 1, 1 << 20));
         } else if (flag == "-ub" || flag == "--ubatch-size") {
-            const std::vector<int64_t> b = parse_int_list(flag, args.value(flag), 1, 1 << 20);
-            if (b.size() != 1) usage_error("{} takes one value in kiln-bench", flag);
-            o.ubatch = b[0];
+            append(o.ubatch, "-ub", parse_int_list(flag, args.value(flag), 1, 1 << 20));
         } else if (flag == "-mmp" || flag == "--mmap") {
             o.mmap = parse_switch(flag, args.value(flag));
         } else if (flag == "-fa" || flag == "--flash-attn") {
             if (parse_switch(flag, args.value(flag)))
                 fmt::print(stderr, "kiln-bench: note: -fa 1 has no effect; kiln has one attention kernel\n");
-        } else if (flag == "-ngl" || flag == "--n-gpu-layers") {
-            parse_int_list(flag, args.value(flag), 0, 1 << 30);
-            fmt::print(stderr, "kiln-bench: note: {} is ignored; kiln runs on the CPU\n", flag);
+        } else if (gpu.parse(flag, args, /*lists=*/true)) {
         } else if (flag == "-ctk" || flag == "--cache-type-k" || flag == "-ctv" || flag == "--cache-type-v") {
             std::vector<kiln::DType> types;
             for (std::string_view name : split_list(args.value(flag))) {
@@ -233,6 +241,7 @@ Options parse(int argc, char** argv) {
     }
     if (o.models.empty()) usage_error("a model is required (-m MODEL)");
     if (!threads_given) o.threads = {kiln::default_thread_count()};
+    gpu.note("kiln-bench");
     std::erase(o.n_prompt, 0);
     std::erase(o.n_gen, 0);
     if (o.n_prompt.empty() && o.n_gen.empty() && o.pg.empty() && o.gp.empty())
@@ -636,6 +645,17 @@ int run(const Options& o) {
         std::unique_ptr<kiln::CausalLm> model;
         ModelInfo info;
     };
+    std::vector<Test> tests;
+    for (int64_t d : o.n_depth) {
+        const std::string at = d > 0 ? fmt::format(" @ d{}", d) : std::string();
+        for (int64_t p : o.n_prompt) tests.push_back({p, 0, d, fmt::format("pp{}{}", p, at)});
+        for (int64_t n : o.n_gen) tests.push_back({0, n, d, fmt::format("tg{}{}", n, at)});
+        for (const auto& [p, n] : o.pg) tests.push_back({p, n, d, fmt::format("pp{}+tg{}{}", p, n, at)});
+    }
+    // ik_llama.cpp's generation after a prompt: the prompt is the depth.
+    for (const auto& [p, n] : o.gp) tests.push_back({0, n, p, fmt::format("tg{}@pp{}", n, p)});
+    int64_t n_ctx = 1;
+    for (const Test& t : tests) n_ctx = std::max(n_ctx, t.n_depth + t.n_prompt + t.n_gen);
     std::vector<Loaded> models;
     // The weights' placement is decided when a model loads (resident_weights.h).
     if (o.mmap) setenv("KILN_MMAP", "1", 1);
@@ -645,9 +665,12 @@ int run(const Options& o) {
         if (o.check_tensors) kiln::cli::check_tensors(*l.file);
         l.model = kiln::load_causal_lm(l.file);
         const auto& decoder = dynamic_cast<const kiln::DecoderLm&>(*l.model);
-        // A cache type this model's heads cannot hold fails here, before anything is printed.
-        for (const kiln::CacheTypes types : cache_type_pairs(o))
+        // A cache type this model's heads cannot hold, or a context longer than
+        // its positions, fails here, before anything is timed.
+        for (const kiln::CacheTypes types : cache_type_pairs(o)) {
             kiln::check_cache_types(types, decoder.arch().shape().head_dim);
+            l.model->new_session(n_ctx, 1, kiln::Executor::Mode::Fast, types);
+        }
         l.info = describe(path, decoder);
         l.info.use_mmap = !decoder.weights_copied();
         models.push_back(std::move(l));
@@ -673,26 +696,18 @@ int run(const Options& o) {
     std::mt19937 rng(1234);
     for (const Loaded& l : models) {
         const int64_t n_vocab = l.model->info().n_vocab;
-        std::vector<Test> tests;
-        for (int64_t d : o.n_depth) {
-            const std::string at = d > 0 ? fmt::format(" @ d{}", d) : std::string();
-            for (int64_t p : o.n_prompt) tests.push_back({p, 0, d, fmt::format("pp{}{}", p, at)});
-            for (int64_t n : o.n_gen) tests.push_back({0, n, d, fmt::format("tg{}{}", n, at)});
-            for (const auto& [p, n] : o.pg) tests.push_back({p, n, d, fmt::format("pp{}+tg{}{}", p, n, at)});
-        }
-        // ik_llama.cpp's generation after a prompt: the prompt is the depth.
-        for (const auto& [p, n] : o.gp) tests.push_back({0, n, p, fmt::format("tg{}@pp{}", n, p)});
-        int64_t n_ctx = 1;
-        for (const Test& t : tests) n_ctx = std::max(n_ctx, t.n_depth + t.n_prompt + t.n_gen);
         for (const kiln::CacheTypes types : cache_type_pairs(o))
-        for (int threads : o.threads) {
+        for (int threads : o.threads)
+        for (int64_t batch : o.batch)
+        for (int64_t ubatch : o.ubatch) {
+            const int64_t piece = std::min(batch, ubatch);
             const std::unique_ptr<kiln::CausalSession> session =
                 l.model->new_session(n_ctx, 1, kiln::Executor::Mode::Fast, types);
             kiln::CausalSession& ctx = *session;
             kiln::ThreadPool pool(threads);
             for (const Test& t : tests) {
                 Result r{&l.info, threads, t, utc_now(), {}, std::nullopt, std::string(kiln::dtype_name(types.k)),
-                         std::string(kiln::dtype_name(types.v)), o.batch, o.ubatch};
+                         std::string(kiln::dtype_name(types.v)), batch, ubatch};
                 if (roofline_buffer && t.n_gen > 0 && t.n_prompt == 0) {
                     r.roofline_gbs = roofline_buffer->measure(pool, 3);
                     fmt::print(stderr, "kiln-bench: memory read bandwidth, {} thread{}: {:.2f} GB/s\n", threads,
@@ -701,9 +716,9 @@ int run(const Options& o) {
                 fmt::print(stderr, "kiln-bench: {} {} threads {}: warm-up\n", l.info.type, r.test_name(), threads);
                 Test warm = t;
                 warm.n_gen = std::min<int64_t>(t.n_gen, 1);
-                run_once(ctx, pool, rng, warm, o.batch, n_vocab);
+                run_once(ctx, pool, rng, warm, piece, n_vocab);
                 for (int rep = 0; rep < o.reps; ++rep)
-                    r.samples_ns.push_back(1e9 * run_once(ctx, pool, rng, t, o.batch, n_vocab));
+                    r.samples_ns.push_back(1e9 * run_once(ctx, pool, rng, t, piece, n_vocab));
                 printer.print(r);
             }
         }

@@ -296,6 +296,10 @@ TEST_CASE("kiln-bench refuses bad flags and files with one line", "[cli][bench]"
         {"-m " + m + " -fa 0,1", 2, "-fa takes one value in kiln-bench (0 or 1), got '0,1'"},
         {"-m " + m + " -d -1", 2, "-d must be between 0 and"},
         {"-m /nonexistent/model.gguf", 1, "/nonexistent/model.gguf"},
+        // A test longer than a model's positions is refused before anything is timed.
+        {"-m " + m + " -m " + test::shell_quote((test::source_dir() / "models" / "shakespeare-char.gguf").string()) +
+             " -p 0 -n 128",
+         1, "context 128 is outside 1..64"},
         {"-m " + test::shell_quote((test::shared_models_dir() / "vocab" / "ggml-vocab-llama-spm.gguf").string()) +
              " -r 1 -p 8 -n 0",
          1, "[model]"},

@@ -64,7 +64,7 @@ TEST_CASE("kiln refuses bad input with one line and the right status", "[cli][ll
                            "cannot open");
     require_one_line_error(kiln_run("--frobnicate"), 2, "unknown argument '--frobnicate'");
     require_one_line_error(kiln_run("--temp hot"), 2, "--temp expects a number, got 'hot'");
-    require_one_line_error(kiln_run("-n -5"), 2, "-n must be between -1 and");
+    require_one_line_error(kiln_run("-n -5"), 2, "-n must be between -2 and");
     require_one_line_error(kiln_run("-t 0"), 2, "-t must be between 1 and 1024");
     require_one_line_error(kiln_run("-n"), 2, "-n needs a value");
     require_one_line_error(kiln_run("-p 'Once upon a time there was a dog' -c 4"), 1,

@@ -128,7 +128,7 @@ TEST_CASE("conversation mode refuses what it cannot do, in one line", "[cli][con
         {"-cnv --chat-template-file " + test::shell_quote(bad_template.string()), "template line 1: tag", 1},
         {"-cnv --chat-template-file " + test::shell_quote((dir.path() / "missing.jinja").string()), "missing.jinja", 1},
         {"-cnv --beams 2", "--beams does not apply", 2},
-        {"-no-cnv -sys hello", "-sys and --chat-template-file apply to conversation mode", 2},
+        {"-no-cnv -sys hello", "-sys, --chat-template and --chat-template-file apply to conversation mode", 2},
         {"-cnv --no-special", "--no-special does not apply to conversation mode", 2},
         {"--beams 2 -n -1", "--beams needs a number of tokens", 2},
     };

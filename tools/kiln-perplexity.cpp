@@ -14,8 +14,11 @@
 #include "engine/runtime/thread_pool.h"
 #include "formats/io/regular_file.h"
 #include "formats/tokenizer/tokenizer.h"
+#include "tools/common/batch_flags.h"
 #include "tools/common/check_tensors.h"
 #include "tools/common/cli.h"
+#include "tools/common/gpu_flags.h"
+#include "tools/common/prompt_file.h"
 #include "tools/common/kl_base.h"
 #include "tools/common/kl_stats.h"
 #include "tools/common/vocabulary_fit.h"
@@ -47,8 +50,11 @@ the model's with percentiles, the probability difference of the right token
 (Δp) with percentiles and RMS, and how often both put the same token first.
 
   -m, --model FILE      GGUF model
-  -f, --file FILE       text to score
-  -c, --ctx-size N      window length in tokens (default 512)
+  -f, --file FILE       text to score ("-": standard input)
+  -c, --ctx-size N      window length in tokens (default 512, as llama-perplexity, or the
+                        model's context when it is shorter)
+  -b, --batch-size N    logical batch (default 2048); -ub, --ubatch-size N: physical batch
+                        (default 512); each window is evaluated in pieces of min(-b, -ub) tokens
       --chunks N        score only the first N windows (default: all)
       --kl-base FILE    without --kl-divergence: save this model's logits to FILE
       --kl-divergence   compare this model with the base logits in --kl-base FILE
@@ -58,13 +64,18 @@ the model's with percentiles, the probability difference of the right token
   -ctk, --cache-type-k TYPE  type of the cached keys: f32, f16, bf16, q8_0 or q4_0
                              (default f16, as llama.cpp's)
   -ctv, --cache-type-v TYPE  type of the cached values, the same choices (default f16)
+      --no-warmup       accepted: kiln runs no warm-up pass
+  -ngl, -mg, -sm, -ts   llama.cpp's GPU flags: accepted and ignored with a note (CPU only)
   -h, --help            show this help
       --version         print the version, git commit, build and kernel sets
 )";
 
+constexpr int64_t kDefaultCtx = 512;  // llama-perplexity's
+
 struct Options {
     std::string model, text;
-    int64_t ctx = 512, chunks = 0, threads = 0;
+    int64_t ctx = 0, chunks = 0, threads = 0;  // ctx 0: kDefaultCtx, or the model's context when shorter
+    int64_t tokens_per_eval = kiln::cli::BatchFlags::kDefaultUbatch;
     std::string kl_base;
     bool kl_divergence = false;
     bool score_all = false;
@@ -77,6 +88,8 @@ Options parse(int argc, char** argv) {
     Options o;
     Args args(argc, argv);
     CacheTypeFlags cache_type;
+    GpuFlags gpu;
+    BatchFlags batch;
     while (!args.done()) {
         const std::string_view flag = args.next();
         if (flag == "-h" || flag == "--help") {
@@ -103,7 +116,8 @@ Options parse(int argc, char** argv) {
             o.kl_divergence = true;
         } else if (flag == "-t" || flag == "--threads") {
             o.threads = parse_int(flag, args.value(flag), 1, 1024);
-        } else if (cache_type.parse(flag, args)) {
+        } else if (flag == "--no-warmup") {  // kiln runs no warm-up pass
+        } else if (cache_type.parse(flag, args) || gpu.parse(flag, args) || batch.parse(flag, args)) {
         } else {
             usage_error("unknown argument '{}'", flag);
         }
@@ -112,6 +126,8 @@ Options parse(int argc, char** argv) {
     if (o.text.empty()) usage_error("a text file is required (-f FILE)");
     if (o.kl_divergence && o.kl_base.empty()) usage_error("--kl-divergence needs the base logits (--kl-base FILE)");
     o.cache_types = cache_type.types();
+    o.tokens_per_eval = batch.tokens_per_eval();
+    gpu.note("kiln-perplexity");
     return o;
 }
 
@@ -129,35 +145,40 @@ void log_softmax(std::span<const float> logits, std::vector<double>& out) {
 int run(const Options& o) {
     auto file = std::make_shared<kiln::GgufFile>(kiln::GgufFile::open(o.model));
     if (o.check_tensors) kiln::cli::check_tensors(*file);
-    if (!o.score_all && o.ctx / 2 + 1 >= o.ctx)
-        kiln::fail("kiln-perplexity", "-c {} leaves no position to score in the second half of a window; use -c 3 or "
-                   "more, or --score-all", o.ctx);
-    const std::string text = kiln::read_regular_file(o.text);
+    const std::string text = kiln::cli::read_prompt_file(o.text);
 
     const auto model = kiln::load_causal_lm(file);
+    // llama-perplexity's 512, or the model's whole context when it is shorter.
+    const int64_t n_ctx_train = model->info().n_ctx_train;
+    const int64_t ctx = o.ctx > 0 ? o.ctx : n_ctx_train > 0 ? std::min<int64_t>(kDefaultCtx, n_ctx_train) : kDefaultCtx;
+    if (o.ctx == 0 && ctx < kDefaultCtx)
+        fmt::print(stderr, "kiln-perplexity: windows of {} tokens, the model's context (-c sets another)\n", ctx);
+    if (!o.score_all && ctx / 2 + 1 >= ctx)
+        kiln::fail("kiln-perplexity", "-c {} leaves no position to score in the second half of a window; use -c 3 or "
+                   "more, or --score-all", ctx);
     const auto tokenizer = kiln::load_tokenizer(*file);
     kiln::tools::check_vocabulary_fits(*tokenizer, model->info().n_vocab, file->name());
     // llama-perplexity's method tokenizes with BOS (when the vocabulary adds
     // one) and later puts BOS at the start of every window.
     const bool with_bos = !o.score_all && tokenizer->add_bos() && tokenizer->bos() >= 0;
     std::vector<int32_t> tokens = tokenizer->encode(text, kiln::EncodeOptions{.add_bos = with_bos, .parse_special = false});
-    int64_t windows = static_cast<int64_t>(tokens.size()) / o.ctx;
+    int64_t windows = static_cast<int64_t>(tokens.size()) / ctx;
     if (o.score_all && windows == 0)
         kiln::fail("kiln-perplexity", "{} has {} tokens, fewer than one window of {} (lower -c)", o.text,
-                   tokens.size(), o.ctx);
+                   tokens.size(), ctx);
     // As llama-perplexity, which refuses fewer than two windows' worth.
-    if (!o.score_all && static_cast<int64_t>(tokens.size()) < 2 * o.ctx)
+    if (!o.score_all && static_cast<int64_t>(tokens.size()) < 2 * ctx)
         kiln::fail("kiln-perplexity", "{} has {} tokens, fewer than two windows of {} (lower -c)", o.text,
-                   tokens.size(), o.ctx);
+                   tokens.size(), ctx);
     if (o.chunks > 0) windows = std::min(windows, o.chunks);
     // The windows as evaluated: BOS replaces each one's first token. Targets
     // are never position 0, so the replaced tokens are never scored.
     if (with_bos)
-        for (int64_t w = 0; w < windows; ++w) tokens[static_cast<size_t>(w * o.ctx)] = tokenizer->bos();
+        for (int64_t w = 0; w < windows; ++w) tokens[static_cast<size_t>(w * ctx)] = tokenizer->bos();
     // Scored rows: row i's logits predict token i + 1.
-    const int64_t first_row = o.score_all ? 0 : o.ctx / 2;
+    const int64_t first_row = o.score_all ? 0 : ctx / 2;
     const auto vocab = static_cast<size_t>(model->info().n_vocab);
-    const kiln::tools::KlBaseShape shape{vocab, static_cast<uint64_t>(o.ctx), static_cast<uint64_t>(windows)};
+    const kiln::tools::KlBaseShape shape{vocab, static_cast<uint64_t>(ctx), static_cast<uint64_t>(windows)};
 
     // The base must have been computed on exactly these windows.
     std::unique_ptr<kiln::tools::KlBase> base;
@@ -169,7 +190,7 @@ int run(const Options& o) {
             kiln::fail("kl-base",
                        "{} holds {} windows of {} over a vocabulary of {}; this run has {} windows of {} over {} "
                        "(use the same text, -c and --chunks as the base run)",
-                       base->name(), b.windows, b.ctx, b.n_vocab, windows, o.ctx, vocab);
+                       base->name(), b.windows, b.ctx, b.n_vocab, windows, ctx, vocab);
         for (uint64_t i = 0; i < shape.token_count(); ++i)
             if (base->token(i) != tokens[i])
                 kiln::fail("kl-base", "{} was computed on other tokens (token {} is {} there, {} here): not the same "
@@ -180,23 +201,36 @@ int run(const Options& o) {
 
     const int threads = o.threads > 0 ? static_cast<int>(o.threads) : kiln::default_thread_count();
     kiln::ThreadPool pool(threads);
-    const auto session = model->new_session(o.ctx, 1, kiln::Executor::Mode::Fast, o.cache_types);
+    const auto session = model->new_session(ctx, 1, kiln::Executor::Mode::Fast, o.cache_types);
     fmt::print(stderr, "kiln-perplexity: {} tokens, {} windows of {}, {} threads, KV cache {}/{}\n", tokens.size(),
-               windows, o.ctx, threads, kiln::dtype_name(o.cache_types.k), kiln::dtype_name(o.cache_types.v));
+               windows, ctx, threads, kiln::dtype_name(o.cache_types.k), kiln::dtype_name(o.cache_types.v));
 
     const auto start = std::chrono::steady_clock::now();
     double nll = 0, nll2 = 0;
     int64_t scored = 0;
     kiln::tools::KlStats divergence;
-    std::vector<float> base_logits;
+    std::vector<float> base_logits, window_logits;
+    const int64_t piece = o.tokens_per_eval;
     std::vector<double> logp, base_logp;
     for (int64_t w = 0; w < windows; ++w) {
-        const std::span<const int32_t> window(tokens.data() + w * o.ctx, static_cast<size_t>(o.ctx));
+        const std::span<const int32_t> window(tokens.data() + w * ctx, static_cast<size_t>(ctx));
         session->reset();
-        const auto logits = session->eval(window, pool, /*all_logits=*/true);
+        std::span<const float> logits;
+        if (piece >= ctx) {
+            logits = session->eval(window, pool, /*all_logits=*/true);
+        } else {
+            // -b/-ub smaller than the window: its logits gathered piece by piece.
+            window_logits.resize(static_cast<size_t>(ctx) * vocab);
+            for (size_t at = 0; at < window.size(); at += static_cast<size_t>(piece)) {
+                const size_t n = std::min(static_cast<size_t>(piece), window.size() - at);
+                const auto part = session->eval(window.subspan(at, n), pool, /*all_logits=*/true);
+                std::copy(part.begin(), part.end(), window_logits.begin() + static_cast<std::ptrdiff_t>(at * vocab));
+            }
+            logits = window_logits;
+        }
         if (writer) writer->add_window(logits);
         if (base) base->window_logits(static_cast<uint64_t>(w), base_logits);
-        for (int64_t i = first_row; i + 1 < o.ctx; ++i) {
+        for (int64_t i = first_row; i + 1 < ctx; ++i) {
             const auto row = logits.subspan(static_cast<size_t>(i) * vocab, vocab);
             const auto target = static_cast<size_t>(window[static_cast<size_t>(i + 1)]);
             log_softmax(row, logp);
@@ -227,10 +261,10 @@ int run(const Options& o) {
     const double ppl_error = var > 0 && scored > 1 ? ppl * std::sqrt(var / (n - 1)) : 0.0;
     if (!o.score_all) fmt::print(stderr, "Final estimate: PPL = {:.4f} +/- {:.5f}\n", ppl, ppl_error);
     fmt::print("PPL = {:.4f} +/- {:.5f} over {} scored tokens ({} windows of {})\n", ppl, ppl_error, scored, windows,
-               o.ctx);
+               ctx);
     if (writer) fmt::print("saved the logits of {} windows to {}\n", windows, o.kl_base);
     if (base) divergence.print(stdout);
-    fmt::print(stderr, "kiln-perplexity: {:.2f} s, {:.1f} tokens/s\n", seconds, windows * o.ctx / seconds);
+    fmt::print(stderr, "kiln-perplexity: {:.2f} s, {:.1f} tokens/s\n", seconds, windows * ctx / seconds);
     return 0;
 }
 

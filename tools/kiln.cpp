@@ -21,8 +21,13 @@
 #include "formats/io/regular_file.h"
 #include "formats/tokenizer/tokenizer.h"
 #include "formats/tokenizer/utf8.h"
+#include "formats/chat/named_templates.h"
+#include "tools/common/batch_flags.h"
 #include "tools/common/check_tensors.h"
 #include "tools/common/cli.h"
+#include "tools/common/escapes.h"
+#include "tools/common/gpu_flags.h"
+#include "tools/common/prompt_file.h"
 #include "tools/common/vocabulary_fit.h"
 #include "tools/kiln/conversation_mode.h"
 #include "tools/common/version.h"
@@ -44,19 +49,32 @@ unless --temp or --beams is given. Timings go to stderr.
 
   -m, --model FILE          GGUF model (any architecture kiln runs: README)
   -p, --prompt TEXT         prompt (default: empty, generate from BOS alone)
-  -f, --file FILE           read the prompt from a file
+  -f, --file FILE           read the prompt from a file ("-": standard input); one final newline
+                            is dropped, as llama-cli drops it
+  -e, --escape              turn \n, \r, \t, \', \", \\ and \xHH in the prompt and -r texts into
+                            the characters they name (the default, as llama-cli's)
+      --no-escape           take the prompt and -r texts as written
   -n, --n-predict N         tokens to generate (default 128; -1 = no limit, the default per reply
-                            in conversation mode); stops earlier at an end-of-generation token.
-                            When the context is full, generation goes on from its last half
+                            in conversation mode; -2 = until the context is full); stops earlier
+                            at an end-of-generation token. When the context is full, generation
+                            goes on from its last half (but not with -2)
       --ignore-eos          do not stop at end-of-generation tokens (they are never sampled)
   -cnv, --conversation      conversation mode (see above); -no-cnv, --no-conversation: never
   -sys, --system-prompt TEXT  the system message of the conversation
   -r, --reverse-prompt TEXT a reply ends where TEXT appears (TEXT not shown); may repeat
-      --chat-template-file FILE  a Jinja chat template instead of the model's own
+      --chat-template T     the chat template instead of the model's own: a name llama.cpp
+                            knows (chatml, llama3, gemma, phi3, ...: --help lists them) or a
+                            Jinja template text
+      --chat-template-file FILE  a Jinja chat template from a file instead of the model's own
   -t, --threads N           threads (default: the physical cores the process may use)
       --check-tensors       check every tensor's data first (NaN/inf values or
                             block scales), as llama.cpp's --check-tensors
   -c, --ctx-size N          context size in tokens (default: the model's, at most 4096)
+  -b, --batch-size N        logical batch: prompt tokens handed to the model at once (default 2048)
+  -ub, --ubatch-size N      physical batch: prompt tokens computed at once (default 512); the
+                            prompt is evaluated in pieces of min(-b, -ub) tokens
+      --no-warmup           accepted: kiln runs no warm-up pass (llama-cli's empty first run)
+  -ngl, -mg, -sm, -ts       llama.cpp's GPU flags: accepted and ignored with a note (CPU only)
       --temp T              temperature (default 0.8; 0 = greedy)
       --top-k N             keep the N most likely tokens (default 40; 0 = off)
       --top-p P             keep the smallest set with probability >= P (default 0.95; 1 = off)
@@ -73,7 +91,8 @@ unless --temp or --beams is given. Timings go to stderr.
   -ctv, --cache-type-v TYPE type of the cached values, the same choices (default f16)
   -h, --help                show this help
       --version             print the version, git commit, build and kernel sets
-)";
+
+Chat template names: )";
 
 struct Options {
     std::string model;
@@ -85,6 +104,9 @@ struct Options {
     std::string system_prompt;
     std::vector<std::string> reverse_prompts;
     std::string chat_template_file;
+    std::string chat_template;  // --chat-template: a name resolved to its text, or a text
+    bool escape = true;
+    int64_t tokens_per_eval = kiln::cli::BatchFlags::kDefaultUbatch;
     bool ignore_eos = false;
     int64_t threads = 0;
     int64_t ctx = 0;
@@ -107,10 +129,13 @@ Options parse(int argc, char** argv) {
     bool length_penalty_given = false;
     bool& prompt_given = o.prompt_given;
     CacheTypeFlags cache_type;
+    GpuFlags gpu;
+    BatchFlags batch;
+    std::string chat_template_value;
     while (!args.done()) {
         const std::string_view flag = args.next();
         if (flag == "-h" || flag == "--help") {
-            fmt::print("{}", kUsage);
+            fmt::print("{}{}\n", kUsage, kiln::named_chat_template_names());
             std::exit(0);
         } else if (flag == "--version") {
             kiln::cli::print_version("kiln");
@@ -123,10 +148,17 @@ Options parse(int argc, char** argv) {
             prompt_given = true;
         } else if (flag == "-f" || flag == "--file") {
             if (prompt_given) usage_error("give either -p or -f, not both");
-            o.prompt = kiln::read_regular_file(std::string(args.value(flag)));
+            o.prompt = read_prompt_file(args.value(flag));
+            if (!o.prompt.empty() && o.prompt.back() == '\n') o.prompt.pop_back();
             prompt_given = true;
+        } else if (flag == "-e" || flag == "--escape") {
+            o.escape = true;
+        } else if (flag == "--no-escape") {
+            o.escape = false;
+        } else if (flag == "--no-warmup") {
+        } else if (gpu.parse(flag, args) || batch.parse(flag, args)) {
         } else if (flag == "-n" || flag == "--n-predict") {
-            o.n_predict = parse_int(flag, args.value(flag), -1, 1 << 24);
+            o.n_predict = parse_int(flag, args.value(flag), -2, 1 << 24);
             o.n_predict_given = true;
         } else if (flag == "--ignore-eos") {
             o.ignore_eos = true;
@@ -141,6 +173,8 @@ Options parse(int argc, char** argv) {
             if (o.reverse_prompts.back().empty()) usage_error("-r needs a non-empty text");
         } else if (flag == "--chat-template-file") {
             o.chat_template_file = args.value(flag);
+        } else if (flag == "--chat-template") {
+            chat_template_value = args.value(flag);
         } else if (flag == "-t" || flag == "--threads") {
             o.threads = parse_int(flag, args.value(flag), 1, 1024);
         } else if (flag == "--check-tensors") {
@@ -178,11 +212,21 @@ Options parse(int argc, char** argv) {
         }
     }
     if (o.model.empty()) usage_error("a model is required (-m MODEL)");
+    if (!chat_template_value.empty()) {
+        if (!o.chat_template_file.empty()) usage_error("give either --chat-template or --chat-template-file, not both");
+        o.chat_template = kiln::chat_template_from_flag(chat_template_value);
+    }
+    if (o.escape) {
+        o.prompt = process_escapes(o.prompt);
+        for (std::string& r : o.reverse_prompts) r = process_escapes(r);
+    }
+    o.tokens_per_eval = batch.tokens_per_eval();
+    gpu.note("kiln");
     if (o.beams == 0 && (o.n_best || length_penalty_given)) usage_error("--n-best and --length-penalty need --beams K");
-    if (o.beams > 0 && o.n_predict < 0) usage_error("--beams needs a number of tokens (-n N), not -n -1");
-    const bool chat_flags = !o.system_prompt.empty() || !o.chat_template_file.empty();
+    if (o.beams > 0 && o.n_predict < 0) usage_error("--beams needs a number of tokens (-n N), not -n {}", o.n_predict);
+    const bool chat_flags = !o.system_prompt.empty() || !o.chat_template_file.empty() || !o.chat_template.empty();
     if (chat_flags && o.conversation == Options::Conversation::Off)
-        usage_error("-sys and --chat-template-file apply to conversation mode, which -no-cnv turns off");
+        usage_error("-sys, --chat-template and --chat-template-file apply to conversation mode, which -no-cnv turns off");
     if (chat_flags && o.conversation == Options::Conversation::Auto) o.conversation = Options::Conversation::On;
     if (o.conversation == Options::Conversation::On && o.beams > 0) usage_error("conversation mode samples; --beams does not apply");
     if (o.conversation == Options::Conversation::On && !o.parse_special)
@@ -260,7 +304,7 @@ int generate_causal(const Options& o, std::shared_ptr<const kiln::GgufFile> file
 
     const auto prompt_start = clock::now();
     const auto prompt_tokens = static_cast<int64_t>(tokens.size());
-    std::span<const float> logits = session->eval(tokens, pool);
+    std::span<const float> logits = session->eval_in_pieces(tokens, o.tokens_per_eval, pool);
     const double prompt_seconds = seconds_since(prompt_start);
     const auto gen_start = clock::now();
     int64_t generated = 0;
@@ -294,7 +338,10 @@ int generate_causal(const Options& o, std::shared_ptr<const kiln::GgufFile> file
             for (int32_t id = 0; id < static_cast<int32_t>(tokenizer->vocab_size()); ++id)
                 if (tokenizer->is_eog(id)) end_of_generation.push_back(id);
         std::vector<float> masked;
-        const int64_t limit = o.n_predict < 0 ? std::numeric_limits<int64_t>::max() : o.n_predict;
+        // -2: until the context is full; -1: no limit (the context window slides).
+        const int64_t limit = o.n_predict == -2 ? n_ctx - prompt_tokens
+                              : o.n_predict < 0 ? std::numeric_limits<int64_t>::max()
+                                                : o.n_predict;
         while (generated < limit) {
             if (!end_of_generation.empty()) {
                 masked.assign(logits.begin(), logits.end());
@@ -352,7 +399,7 @@ int generate_seq2seq(const Options& o, std::shared_ptr<const kiln::GgufFile> fil
         kiln::fail("kiln", "the source is {} tokens with its EOS, longer than the encoder's context of {}", source.size(),
                    n_ctx);
     // The target holds BOS and at most -n generated tokens, of which the last needs no cache row.
-    const int64_t n_predict = o.n_predict < 0 ? n_ctx : o.n_predict;  // -1: as long as the decoder's context allows
+    const int64_t n_predict = o.n_predict < 0 ? n_ctx : o.n_predict;  // -1, -2: as long as the decoder's context allows
     const int64_t max_target = std::min<int64_t>(n_predict + 1, n_ctx);
     const int64_t beams = o.beams;
     const int threads = thread_count(o);
@@ -426,6 +473,8 @@ kiln::tool::ConversationOptions conversation_options(const Options& o) {
     c.first_message = o.prompt;
     c.has_first_message = o.prompt_given && !o.prompt.empty();
     c.chat_template_file = o.chat_template_file;
+    c.chat_template = o.chat_template;
+    c.tokens_per_eval = o.tokens_per_eval;
     c.stop_strings = o.reverse_prompts;
     c.n_predict = o.n_predict_given ? o.n_predict : -1;
     c.ignore_eos = o.ignore_eos;

@@ -2,6 +2,7 @@
 // What generation needs from a decoder-only model, whatever its architecture:
 // a session holding one or more sequences (slots) in its KV cache, evaluated
 // in batches that may mix slots (beam search advances K hypotheses in one step).
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -30,6 +31,20 @@ public:
     // Appends tokens to slot 0; returns the last token's logits ([n_vocab]) or,
     // with all_logits, every token's ([n, n_vocab]).
     virtual std::span<const float> eval(std::span<const int32_t> tokens, ThreadPool& pool, bool all_logits = false) = 0;
+    // eval() of the tokens in consecutive pieces of at most `piece` tokens
+    // (the tools' -b/-ub): the same tokens appended, with the activations of
+    // one piece at a time in memory. Returns the last token's logits.
+    std::span<const float> eval_in_pieces(std::span<const int32_t> tokens, int64_t piece, ThreadPool& pool) {
+        const auto step = static_cast<size_t>(piece > 0 ? piece : 1);
+        std::span<const float> logits;
+        size_t at = 0;
+        do {
+            const size_t n = std::min(step, tokens.size() - at);
+            logits = eval(tokens.subspan(at, n), pool);
+            at += n;
+        } while (at < tokens.size());
+        return logits;
+    }
     // Appends tokens[i] to slot slots[i]; returns every token's logits ([n, n_vocab]).
     virtual std::span<const float> eval_slots(std::span<const int32_t> tokens, std::span<const int32_t> slots,
                                               ThreadPool& pool) = 0;

@@ -67,8 +67,8 @@ int run_conversation(const ConversationOptions& o, std::shared_ptr<const GgufFil
     tools::check_vocabulary_fits(*tokenizer, lm->info().n_vocab, o.model_path);
     const int64_t n_ctx = o.ctx > 0 ? o.ctx : std::min<int64_t>(lm->info().n_ctx_train, 4096);
     ModelChatTemplate chat = model_chat_template(*file, *tokenizer);
-    if (!o.chat_template_file.empty()) {
-        chat.source = read_template_file(o.chat_template_file);
+    if (!o.chat_template_file.empty() || !o.chat_template.empty()) {
+        chat.source = o.chat_template.empty() ? read_template_file(o.chat_template_file) : o.chat_template;
         chat.is_fallback = false;
     } else if (chat.is_fallback) {
         fmt::print(stderr, "kiln: {} has no chat template: using ChatML (--chat-template-file FILE gives another)\n",
@@ -134,7 +134,7 @@ int run_conversation(const ConversationOptions& o, std::shared_ptr<const GgufFil
         session->truncate(0, static_cast<int64_t>(keep));
         cached = prompt;
         const auto prompt_start = clock::now();
-        std::span<const float> logits = session->eval(std::span(prompt).subspan(keep), pool);
+        std::span<const float> logits = session->eval_in_pieces(std::span(prompt).subspan(keep), o.tokens_per_eval, pool);
         prompt_seconds += std::chrono::duration<double>(clock::now() - prompt_start).count();
         prompt_tokens += static_cast<int64_t>(prompt.size() - keep);
 

@@ -21,6 +21,8 @@ struct ConversationOptions {
     std::string first_message;              // -p: the first user message
     bool has_first_message = false;
     std::string chat_template_file;         // overrides the model's template
+    std::string chat_template;              // --chat-template's text; overrides the model's too
+    int64_t tokens_per_eval = 512;          // prompt tokens per evaluation (-b/-ub)
     std::vector<std::string> stop_strings;  // -r: a reply ends where one appears (not shown)
     int64_t n_predict = -1;                 // per reply; -1: until an end-of-turn token or the context is full
     bool ignore_eos = false;

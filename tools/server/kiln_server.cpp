@@ -45,8 +45,8 @@ int serve(const ServerOptions& o) {
     kiln::tools::check_vocabulary_fits(*tokenizer, lm->info().n_vocab, o.model);
 
     kiln::ModelChatTemplate chat_info = kiln::model_chat_template(*file, *tokenizer);
-    if (!o.chat_template_file.empty()) {
-        chat_info.source = kiln::read_regular_file(o.chat_template_file);
+    if (!o.chat_template_file.empty() || !o.chat_template.empty()) {
+        chat_info.source = o.chat_template.empty() ? kiln::read_regular_file(o.chat_template_file) : o.chat_template;
         chat_info.is_fallback = false;
     } else if (chat_info.is_fallback) {
         fmt::print(stderr, "kiln-server: the model has no chat template: using ChatML\n");

@@ -4,7 +4,10 @@
 
 #include <cstdlib>
 
+#include "formats/chat/named_templates.h"
+#include "tools/common/batch_flags.h"
 #include "tools/common/cli.h"
+#include "tools/common/gpu_flags.h"
 #include "tools/common/version.h"
 
 namespace kiln::server {
@@ -27,12 +30,18 @@ page at /. Requests in -np slots advance together, one batched step at a time
   -np, --parallel N           slots: requests generated at the same time (default 1)
   -t, --threads N             threads of the engine (default: physical cores)
       --threads-http N        threads serving connections (default: 2 x np + 16)
-  -b, --batch-size N          prompt tokens evaluated in one step, over all slots (default 512):
-                              long prompts are taken in chunks so running replies keep flowing
+  -b, --batch-size N          logical batch (default 2048); -ub, --ubatch-size N: physical batch
+                              (default 512). A step evaluates at most min(-b, -ub) prompt tokens
+                              over all slots: long prompts go in chunks so replies keep flowing
   -n, --n-predict N           max_tokens of a request that gives none (default -1: until the
                               slot's context is full)
       --api-key KEY           require "Authorization: Bearer KEY" on every endpoint but /health
-      --chat-template-file F  Jinja chat template to use instead of the model's
+      --chat-template T       chat template instead of the model's: a name llama.cpp knows
+                              (chatml, llama3, gemma, phi3, ...; kiln --help lists them) or a
+                              Jinja template text
+      --chat-template-file F  Jinja chat template from a file instead of the model's
+      --no-warmup             accepted: kiln runs no warm-up pass
+  -ngl, -mg, -sm, -ts         llama.cpp's GPU flags: accepted and ignored with a note (CPU only)
   -ctk, --cache-type-k TYPE   KV cache type, f32 or f16 (default f32); keys and values
   -ctv, --cache-type-v TYPE   share one type, so -ctk and -ctv must agree
   -a, --alias NAME            model id reported by /v1/models (default: the file's name)
@@ -48,6 +57,9 @@ ServerOptions parse_server_options(int argc, char** argv) {
     ServerOptions o;
     Args args(argc, argv);
     CacheTypeFlags cache_type;
+    GpuFlags gpu;
+    BatchFlags batch;
+    std::string chat_template_value;
     while (!args.done()) {
         const std::string_view flag = args.next();
         if (flag == "-h" || flag == "--help") {
@@ -70,8 +82,6 @@ ServerOptions parse_server_options(int argc, char** argv) {
             o.threads = parse_int(flag, args.value(flag), 1, 1024);
         } else if (flag == "--threads-http") {
             o.http_threads = parse_int(flag, args.value(flag), 1, 1024);
-        } else if (flag == "-b" || flag == "--batch-size") {
-            o.batch = parse_int(flag, args.value(flag), 1, 1 << 16);
         } else if (flag == "-n" || flag == "--n-predict") {
             o.n_predict = parse_int(flag, args.value(flag), -1, 1 << 24);
         } else if (flag == "--api-key") {
@@ -83,7 +93,10 @@ ServerOptions parse_server_options(int argc, char** argv) {
             o.alias = args.value(flag);
         } else if (flag == "--max-body-bytes") {
             o.max_body_bytes = static_cast<size_t>(parse_int(flag, args.value(flag), 1024, int64_t(1) << 32));
-        } else if (cache_type.parse(flag, args)) {
+        } else if (flag == "--chat-template") {
+            chat_template_value = args.value(flag);
+        } else if (flag == "--no-warmup") {  // kiln runs no warm-up pass
+        } else if (cache_type.parse(flag, args) || gpu.parse(flag, args) || batch.parse(flag, args)) {
         } else {
             usage_error("unknown argument '{}'", flag);
         }
@@ -92,6 +105,12 @@ ServerOptions parse_server_options(int argc, char** argv) {
     if (o.ctx > 0 && o.ctx < o.parallel)
         usage_error("-c {} is less than one token for each of the {} slots (-np)", o.ctx, o.parallel);
     o.cache_type = cache_type.type();
+    o.batch = batch.tokens_per_eval();
+    if (!chat_template_value.empty()) {
+        if (!o.chat_template_file.empty()) usage_error("give either --chat-template or --chat-template-file, not both");
+        o.chat_template = kiln::chat_template_from_flag(chat_template_value);
+    }
+    gpu.note("kiln-server");
     return o;
 }
 

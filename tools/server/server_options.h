@@ -18,9 +18,10 @@ struct ServerOptions {
     int64_t http_threads = 0; // 0: enough for every slot and a queue of waiting clients
     std::string api_key;      // empty: no key needed
     std::string chat_template_file;
+    std::string chat_template;  // --chat-template's text (a name resolved)
     DType cache_type = DType::F32;
     int64_t n_predict = -1;   // default max_tokens of a request; -1: until the slot's context is full
-    int64_t batch = 512;      // -b: prompt tokens evaluated per step, over all slots
+    int64_t batch = 512;      // min(-b, -ub): prompt tokens evaluated per step, over all slots
     size_t max_body_bytes = 8u << 20;
     std::string alias;        // the model id /v1/models reports (default: the file's name)
 };
