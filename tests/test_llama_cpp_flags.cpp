@@ -52,7 +52,7 @@ TEST_CASE("kiln -f - reads the prompt from standard input, less one final newlin
     CHECK(from_stdin.out == from_flag.out);
 }
 
-TEST_CASE("-b and -ub split the prompt into pieces and change nothing in the text", "[cli]") {
+TEST_CASE("kiln -b and -ub split the prompt into pieces and change nothing in the text", "[cli]") {
     // A prompt of ~60 tokens, evaluated whole, in pieces of 7 (-ub) and of 5 (-b below -ub).
     const std::string prompt = "'Once upon a time there was a little girl named Lily. She loved to play outside in the "
                                "park with her friends. One day she saw a big red ball'";
