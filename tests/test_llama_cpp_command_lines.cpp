@@ -77,6 +77,8 @@ const std::vector<CommandLine> kCommandLines = {
     {"docs/build.md:365", "./bin/llama-cli -m \"PATH_TO_MODEL\" -p \"Hi you how are you\" -n 50 -e -ngl 33 -t 4",
      Expect::Runs},
     {"examples/server/README.md:261", "./llama-server -m models/7B/ggml-model.gguf -c 2048", Expect::RunsUntilStopped},
+    {"examples/server/README.md:1427", "llama-server --jinja -fa -hf bartowski/gemma-2-2b-it-GGUF:Q8_0", Expect::Refused,
+     "-hf"},
 };
 
 // Replaces every `from` in `text` with `to`.

@@ -65,6 +65,7 @@ the model's with percentiles, the probability difference of the right token
                              (default f16, as llama.cpp's)
   -ctv, --cache-type-v TYPE  type of the cached values, the same choices (default f16)
       --no-warmup       accepted: kiln runs no warm-up pass
+  -fa, --flash-attn     accepted: kiln has one attention kernel
   -ngl, -mg, -sm, -ts   llama.cpp's GPU flags: accepted and ignored with a note (CPU only)
   -h, --help            show this help
       --version         print the version, git commit, build and kernel sets
@@ -116,7 +117,8 @@ Options parse(int argc, char** argv) {
             o.kl_divergence = true;
         } else if (flag == "-t" || flag == "--threads") {
             o.threads = parse_int(flag, args.value(flag), 1, 1024);
-        } else if (flag == "--no-warmup") {  // kiln runs no warm-up pass
+        } else if (flag == "--no-warmup" || flag == "-fa" || flag == "--flash-attn") {
+            // No effect in kiln: no warm-up pass, one attention kernel.
         } else if (cache_type.parse(flag, args) || gpu.parse(flag, args) || batch.parse(flag, args)) {
         } else {
             usage_error("unknown argument '{}'", flag);

@@ -74,6 +74,8 @@ unless --temp or --beams is given. Timings go to stderr.
   -ub, --ubatch-size N      physical batch: prompt tokens computed at once (default 512); the
                             prompt is evaluated in pieces of min(-b, -ub) tokens
       --no-warmup           accepted: kiln runs no warm-up pass (llama-cli's empty first run)
+  -fa, --flash-attn, --jinja  accepted: kiln has one attention kernel and always renders the
+                            chat template as Jinja
   -ngl, -mg, -sm, -ts       llama.cpp's GPU flags: accepted and ignored with a note (CPU only)
       --temp T              temperature (default 0.8; 0 = greedy)
       --top-k N             keep the N most likely tokens (default 40; 0 = off)
@@ -155,7 +157,8 @@ Options parse(int argc, char** argv) {
             o.escape = true;
         } else if (flag == "--no-escape") {
             o.escape = false;
-        } else if (flag == "--no-warmup") {
+        } else if (flag == "--no-warmup" || flag == "-fa" || flag == "--flash-attn" || flag == "--jinja") {
+            // No effect in kiln: no warm-up pass, one attention kernel, and chat templates are always Jinja.
         } else if (gpu.parse(flag, args) || batch.parse(flag, args)) {
         } else if (flag == "-n" || flag == "--n-predict") {
             o.n_predict = parse_int(flag, args.value(flag), -2, 1 << 24);

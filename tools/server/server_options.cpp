@@ -41,6 +41,7 @@ page at /. Requests in -np slots advance together, one batched step at a time
                               Jinja template text
       --chat-template-file F  Jinja chat template from a file instead of the model's
       --no-warmup             accepted: kiln runs no warm-up pass
+  -fa, --flash-attn, --jinja  accepted: one attention kernel; chat templates are always Jinja
   -ngl, -mg, -sm, -ts         llama.cpp's GPU flags: accepted and ignored with a note (CPU only)
   -ctk, --cache-type-k TYPE   KV cache type, f32 or f16 (default f32); keys and values
   -ctv, --cache-type-v TYPE   share one type, so -ctk and -ctv must agree
@@ -95,7 +96,8 @@ ServerOptions parse_server_options(int argc, char** argv) {
             o.max_body_bytes = static_cast<size_t>(parse_int(flag, args.value(flag), 1024, int64_t(1) << 32));
         } else if (flag == "--chat-template") {
             chat_template_value = args.value(flag);
-        } else if (flag == "--no-warmup") {  // kiln runs no warm-up pass
+        } else if (flag == "--no-warmup" || flag == "-fa" || flag == "--flash-attn" || flag == "--jinja") {
+            // No effect in kiln: no warm-up pass, one attention kernel, and chat templates are always Jinja.
         } else if (cache_type.parse(flag, args) || gpu.parse(flag, args) || batch.parse(flag, args)) {
         } else {
             usage_error("unknown argument '{}'", flag);
