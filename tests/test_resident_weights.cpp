@@ -187,7 +187,7 @@ TEST_CASE("the tensors given a layout, and only they, are copied rearranged; the
     CHECK(std::memcmp(q_before.data(), q.data.data(), q_before.size()) == 0);
 }
 
-TEST_CASE("--mlock locks the weights the model reads", "[llama]") {
+TEST_CASE("with --mlock the weights the model reads are locked", "[llama]") {
     const auto file = stories();
     WeightPlacement placement;
     placement.mlock = true;
@@ -204,7 +204,7 @@ TEST_CASE("--mlock locks the weights the model reads", "[llama]") {
     }
 }
 
-TEST_CASE("--mlock refused by RLIMIT_MEMLOCK is one warning line, and the model runs unlocked", "[llama]") {
+TEST_CASE("an mlock refused by RLIMIT_MEMLOCK is one warning line, and the model runs unlocked", "[llama]") {
     const auto file = stories();
     ThreadPool pool(1);
     const DecoderLm plain(file, load_llama_decoder(*file));
