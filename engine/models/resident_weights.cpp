@@ -94,20 +94,25 @@ ResidentWeights::ResidentWeights(const GgufFile& file, WeightPlacement placement
         size_ = round_up(total, kHugePage);
         base_ = map_huge_page_aligned(size_);
     }
-    size_t offset = 0;
-    for (const auto& [t, rearranged] : to_copy) {
-        if (rearranged) {
-            quant::interleave_rows(t->type, t->data.data(), static_cast<int64_t>(t->dims[1]),
-                                   static_cast<int64_t>(t->dims[0]), base_ + offset);
-            layouts_.emplace(t, *rearranged);
-        } else {
-            std::memcpy(base_ + offset, t->data.data(), t->data.size());
+    try {
+        size_t offset = 0;
+        for (const auto& [t, rearranged] : to_copy) {
+            if (rearranged) {
+                quant::interleave_rows(t->type, t->data.data(), static_cast<int64_t>(t->dims[1]),
+                                       static_cast<int64_t>(t->dims[0]), base_ + offset);
+                layouts_.emplace(t, *rearranged);
+            } else {
+                std::memcpy(base_ + offset, t->data.data(), t->data.size());
+            }
+            release_mapped_pages(file, t->data);
+            offsets_.emplace(t, offset);
+            offset += round_up(t->data.size(), kAlignment);
+            residence_.copies.push_back({t->name, rearranged.value_or(t->type), t->data.size()});
+            residence_.copied_bytes += t->data.size();
         }
-        release_mapped_pages(file, t->data);
-        offsets_.emplace(t, offset);
-        offset += round_up(t->data.size(), kAlignment);
-        residence_.copies.push_back({t->name, rearranged.value_or(t->type), t->data.size()});
-        residence_.copied_bytes += t->data.size();
+    } catch (...) {  // out of memory for the bookkeeping: the destructor will not run
+        if (base_ != nullptr) ::munmap(base_, size_);
+        throw;
     }
     if (base_ != nullptr) ::mprotect(base_, size_, PROT_READ);  // weights are never written
     if (placement.mlock) lock(file);
