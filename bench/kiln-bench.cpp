@@ -78,8 +78,8 @@ options:
   -b, --batch-size LIST        logical batch sizes (default 2048)
   -ub, --ubatch-size LIST      physical batch sizes (default 512): prompts are evaluated in pieces
                                of min(b, ub) tokens; every b with every ub is a test
-  -mmp, --mmap 0|1             1: compute from the file mapping; 0 (default): weights copied into
-                               huge pages when they fit in half the memory (reported as use_mmap)
+  -mmp, --mmap 0|1             1 (default): compute from the file mapping, as kiln does; 0: every
+                               weight read into huge pages first, kiln's --no-mmap (reported as use_mmap)
   -fa, --flash-attn 0|1        accepted; kiln has one attention kernel (reported as flash_attn 0)
   -ngl, -mg, -sm, -ts LIST     llama-bench's GPU flags: accepted and ignored with a note (CPU only)
   -r, --repetitions N          timed repetitions of each test (default 5)
@@ -118,7 +118,7 @@ struct Options {
     std::vector<int64_t> n_depth{0};
     std::vector<int64_t> batch{kiln::cli::BatchFlags::kDefaultBatch};
     std::vector<int64_t> ubatch{kiln::cli::BatchFlags::kDefaultUbatch};
-    bool mmap = false;
+    bool mmap = true;
     int reps = 5;
     Format format = Format::Markdown;
     bool roofline = false;
@@ -257,7 +257,7 @@ struct ModelInfo {
     uint64_t size = 0;       // bytes of all tensors
     uint64_t n_params = 0;
     uint64_t step_bytes = 0;  // weight bytes one decode step reads
-    bool use_mmap = false;    // computed from the file mapping (not copied)
+    bool use_mmap = true;     // computed from the file mapping (-mmp 1), not every weight copied (-mmp 0)
 };
 
 // llama.cpp's size class of a Llama model (llm_type_name of the type its
@@ -657,13 +657,13 @@ int run(const Options& o) {
     int64_t n_ctx = 1;
     for (const Test& t : tests) n_ctx = std::max(n_ctx, t.n_depth + t.n_prompt + t.n_gen);
     std::vector<Loaded> models;
-    // The weights' placement is decided when a model loads (resident_weights.h).
-    if (o.mmap) setenv("KILN_MMAP", "1", 1);
+    kiln::WeightPlacement placement;
+    placement.mmap = o.mmap;
     for (const std::string& path : o.models) {
         Loaded l;
         l.file = std::make_shared<const kiln::GgufFile>(kiln::GgufFile::open(path));
         if (o.check_tensors) kiln::cli::check_tensors(*l.file);
-        l.model = kiln::load_causal_lm(l.file);
+        l.model = kiln::load_causal_lm(l.file, placement);
         const auto& decoder = dynamic_cast<const kiln::DecoderLm&>(*l.model);
         // A cache type this model's heads cannot hold, or a context longer than
         // its positions, fails here, before anything is timed.
@@ -672,7 +672,7 @@ int run(const Options& o) {
             l.model->new_session(n_ctx, 1, kiln::Executor::Mode::Fast, types);
         }
         l.info = describe(path, decoder);
-        l.info.use_mmap = !decoder.weights_copied();
+        l.info.use_mmap = l.model->weight_residence().placement.mmap;
         models.push_back(std::move(l));
     }
 

@@ -24,14 +24,27 @@ extern "C" {
 
 const char* kiln_version(void) { return KILN_VERSION_STRING; }
 
-kiln_status kiln_model_load(const char* path, kiln_model** out) {
+kiln_model_params kiln_model_default_params(void) {
+    kiln_model_params p{};
+    p.use_mmap = 1;
+    p.use_mlock = 0;
+    return p;
+}
+
+kiln_status kiln_model_load(const char* path, kiln_model** out) { return kiln_model_load_with_params(path, nullptr, out); }
+
+kiln_status kiln_model_load_with_params(const char* path, const kiln_model_params* params, kiln_model** out) {
     if (out != nullptr) *out = nullptr;
     return guard(__func__, [&] {
         require(out, "out");
         require(path, "path");
+        const kiln_model_params p = params != nullptr ? *params : kiln_model_default_params();
+        kiln::WeightPlacement placement;
+        placement.mmap = p.use_mmap != 0;
+        placement.mlock = p.use_mlock != 0;
         auto loaded = std::make_shared<LoadedModel>();
         loaded->file = std::make_shared<const kiln::GgufFile>(kiln::GgufFile::open(path));
-        loaded->lm = kiln::load_causal_lm(loaded->file);
+        loaded->lm = kiln::load_causal_lm(loaded->file, placement);
         loaded->tokenizer = kiln::load_tokenizer(*loaded->file);
         *out = new kiln_model{std::move(loaded)};
     });

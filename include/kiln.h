@@ -83,9 +83,22 @@ typedef int32_t kiln_token;
 typedef struct kiln_model kiln_model;
 
 /* Loads a decoder-only GGUF model (llama, qwen2, gemma, gemma2, phi3, minicpm,
- * gpt2) and its tokenizer. The file is memory-mapped. On success *out is a new
- * model; free it with kiln_model_free. On failure *out is NULL. */
+ * gpt2) and its tokenizer, with the default kiln_model_params. On success *out
+ * is a new model; free it with kiln_model_free. On failure *out is NULL. */
 KILN_API kiln_status kiln_model_load(const char* path, kiln_model** out);
+
+/* Where the weights live (llama.h's use_mmap and use_mlock). */
+typedef struct kiln_model_params {
+    int32_t use_mmap;  /* 1 (default): compute from the file mapping (only tensors the kernels read
+                          rearranged are copied); 0: read every weight into memory (kiln --no-mmap) */
+    int32_t use_mlock; /* 1: lock the weights in RAM (kiln --mlock); a refusal (RLIMIT_MEMLOCK) is
+                          one warning on stderr and the model runs unlocked. Default 0 */
+} kiln_model_params;
+
+KILN_API kiln_model_params kiln_model_default_params(void);
+
+/* kiln_model_load with params (NULL: the defaults). */
+KILN_API kiln_status kiln_model_load_with_params(const char* path, const kiln_model_params* params, kiln_model** out);
 
 /* Frees a model. Contexts made from it may outlive it: each keeps what it
  * needs until it is freed itself. NULL is allowed. */

@@ -351,6 +351,7 @@ TEST_CASE("kiln-bench -o sql writes llama-bench's SQLite table, which SQLite loa
     REQUIRE(run.status == 0);
     CHECK_THAT(run.out, Catch::StartsWith("CREATE TABLE IF NOT EXISTS test (\n  build_commit TEXT,\n"));
     test::write_file(sql, std::span(reinterpret_cast<const std::byte*>(run.out.data()), run.out.size()));
+    // use_mmap is 1: the weights are read from the file mapping by default, as llama-bench's.
     // Python's sqlite3 (SQLite itself) runs the statements and reads the rows back, twice: the
     // table is created only if missing, so runs accumulate in one database as with llama-bench.
     const std::string script =
@@ -362,7 +363,7 @@ TEST_CASE("kiln-bench -o sql writes llama-bench's SQLite table, which SQLite loa
     REQUIRE(std::system(fmt::format("python3 -c {} > {}", test::shell_quote(script), test::shell_quote(out.string())).c_str()) == 0);
     const auto bytes = test::read_file(out);
     const std::string rows(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-    CHECK(rows == "[(8, 0, 'real', 'integer', 0, 'llama ?B all F32 (guessed)'), (0, 4, 'real', 'integer', 0, 'llama ?B all F32 "
-                  "(guessed)'), (8, 0, 'real', 'integer', 0, 'llama ?B all F32 (guessed)'), (0, 4, 'real', 'integer', 0, "
+    CHECK(rows == "[(8, 0, 'real', 'integer', 1, 'llama ?B all F32 (guessed)'), (0, 4, 'real', 'integer', 1, 'llama ?B all F32 "
+                  "(guessed)'), (8, 0, 'real', 'integer', 1, 'llama ?B all F32 (guessed)'), (0, 4, 'real', 'integer', 1, "
                   "'llama ?B all F32 (guessed)')]\n");
 }

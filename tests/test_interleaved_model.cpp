@@ -7,55 +7,17 @@
 
 #include <cmath>
 #include <cstdlib>
-#include <random>
 #include <vector>
 
 #include "engine/kernels/matmul.h"
 #include "engine/models/architectures.h"
-#include "formats/arch/llama_arch.h"
 #include "formats/gguf/gguf_file.h"
-#include "formats/gguf/gguf_writer.h"
+#include "support/quantized_llama.h"
 #include "support/sample_gguf.h"
 
 using namespace kiln;
 
 namespace {
-
-// dim 256, FFN 512, 2 layers, 4 heads / 2 KV heads, vocabulary 256: every
-// matrix's rows are whole super-blocks and whole groups of 16 rows.
-std::filesystem::path write_q4_k_llama(const std::filesystem::path& dir) {
-    arch::LlamaParams p;
-    p.n_vocab = 256;
-    p.n_ctx_train = 64;
-    p.dim = 256;
-    p.n_layers = 2;
-    p.n_heads = 4;
-    p.n_kv_heads = 2;
-    p.ffn_dim = 512;
-    p.n_rot = 64;
-    GgufWriter w;
-    for (const GgufEntry& e : p.metadata()) w.set(e.key, e.value);
-    std::mt19937 rng(42);
-    std::normal_distribution<float> normal(0.0f, 0.08f);
-    std::vector<std::vector<std::byte>> data;
-    for (const arch::TensorSpec& spec : arch::llama_tensor_specs(p)) {
-        if (spec.optional && spec.role != arch::TensorRole::Matrix) continue;  // no biases, no rope factors
-        uint64_t n = 1;
-        for (uint64_t d : spec.dims) n *= d;
-        const bool matrix = spec.dims.size() == 2;
-        std::vector<float> values(n);
-        for (float& v : values) v = matrix ? normal(rng) : 1.0f + 0.1f * normal(rng);
-        // As in a Q4_K_M file: the head and the FFN's down projections Q6_K.
-        const bool six = spec.name == "output.weight" || spec.name.find("ffn_down") != std::string::npos;
-        const DType type = !matrix ? DType::F32 : six ? DType::Q6_K : DType::Q4_K;
-        data.emplace_back(*checked_bytes(type, n));
-        type_traits(type).from_float_ref(values.data(), data.back().data(), static_cast<int64_t>(n));
-        w.add_tensor(spec.name, type, spec.dims, data.back());
-    }
-    const auto path = dir / "q4_k_llama.gguf";
-    w.write(path);
-    return path;
-}
 
 // A prompt's logits, then those of 6 greedy steps.
 std::vector<float> run(CausalLm& model, Executor::Mode mode) {
@@ -84,7 +46,7 @@ double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
 
 TEST_CASE("interleaved Q4_K and Q6_K matrices give the file layout's logits", "[llama][interleave]") {
     test::TempDir dir;
-    const auto path = write_q4_k_llama(dir.path());
+    const auto path = test::write_q4_k_llama(dir.path());
     const auto file = std::make_shared<GgufFile>(GgufFile::open(path));
     ::setenv("KILN_INTERLEAVE", "0", 1);
     const auto plain_model = load_causal_lm(file);

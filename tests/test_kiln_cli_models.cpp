@@ -66,6 +66,25 @@ TEST_CASE("kiln prints an encoder-decoder model's source and its greedy output",
     }
 }
 
+TEST_CASE("kiln --no-mmap on an encoder-decoder gives the mapped model's output; -v says where the weights are",
+          "[cli][transformer]") {
+    const std::string model = shell_quote(transformer_model());
+    const auto mapped = test::run_tool("kiln", fmt::format("-m {} -p 'hello world' -t 1 -v", model));
+    const auto copied = test::run_tool("kiln", fmt::format("-m {} -p 'hello world' -t 1 -v --no-mmap --mlock", model));
+    INFO(mapped.err << copied.err);
+    REQUIRE(mapped.status == 0);
+    REQUIRE(copied.status == 0);
+    CHECK(copied.out == mapped.out);
+    CHECK(mapped.err.find("kiln: weights mapped: ") != std::string::npos);
+    CHECK(mapped.err.find("kiln: copied ") == std::string::npos);
+    CHECK(copied.err.find("kiln: weights copied (--no-mmap): 0.0 MiB computed from the file mapping") != std::string::npos);
+    const GgufFile f = GgufFile::open(transformer_model());
+    uint64_t bytes = 0;
+    for (const GgufTensor& t : f.tensors()) bytes += t.data.size();
+    CHECK(copied.err.find(fmt::format("kiln: copied in all: {} tensors, {} bytes\n", f.tensors().size(), bytes)) !=
+          std::string::npos);
+}
+
 TEST_CASE("kiln --beams --n-best lists every finished hypothesis", "[cli][transformer]") {
     const auto run = test::run_tool(
         "kiln", fmt::format("-m {} -p 'hello world' --beams 4 --n-best --length-penalty 0.6 -t 1", shell_quote(transformer_model())));

@@ -21,6 +21,7 @@
 #include "tools/common/prompt_file.h"
 #include "tools/common/kl_base.h"
 #include "tools/common/kl_stats.h"
+#include "tools/common/placement_flags.h"
 #include "tools/common/vocabulary_fit.h"
 #include "tools/common/version.h"
 
@@ -67,6 +68,8 @@ the model's with percentiles, the probability difference of the right token
       --no-warmup       accepted: kiln runs no warm-up pass
   -fa, --flash-attn     accepted: kiln has one attention kernel
   -ngl, -mg, -sm, -ts   llama.cpp's GPU flags: accepted and ignored with a note (CPU only)
+      --no-mmap         read the weights into memory instead of computing from the file mapping
+      --mlock           keep the weights in RAM, never paged out (warns when RLIMIT_MEMLOCK refuses)
   -h, --help            show this help
       --version         print the version, git commit, build and kernel sets
 )";
@@ -82,6 +85,7 @@ struct Options {
     bool score_all = false;
     bool check_tensors = false;
     kiln::CacheTypes cache_types;
+    kiln::WeightPlacement placement;
 };
 
 Options parse(int argc, char** argv) {
@@ -119,7 +123,8 @@ Options parse(int argc, char** argv) {
             o.threads = parse_int(flag, args.value(flag), 1, 1024);
         } else if (flag == "--no-warmup" || flag == "-fa" || flag == "--flash-attn") {
             // No effect in kiln: no warm-up pass, one attention kernel.
-        } else if (cache_type.parse(flag, args) || gpu.parse(flag, args) || batch.parse(flag, args)) {
+        } else if (cache_type.parse(flag, args) || gpu.parse(flag, args) || batch.parse(flag, args) ||
+                   parse_placement_flag(flag, o.placement)) {
         } else {
             usage_error("unknown argument '{}'", flag);
         }
@@ -149,7 +154,7 @@ int run(const Options& o) {
     if (o.check_tensors) kiln::cli::check_tensors(*file);
     const std::string text = kiln::cli::read_prompt_file(o.text);
 
-    const auto model = kiln::load_causal_lm(file);
+    const auto model = kiln::load_causal_lm(file, o.placement);
     // llama-perplexity's 512, or the model's whole context when it is shorter.
     const int64_t n_ctx_train = model->info().n_ctx_train;
     const int64_t ctx = o.ctx > 0 ? o.ctx : n_ctx_train > 0 ? std::min<int64_t>(kDefaultCtx, n_ctx_train) : kDefaultCtx;

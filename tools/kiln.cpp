@@ -28,6 +28,8 @@
 #include "tools/common/escapes.h"
 #include "tools/common/gpu_flags.h"
 #include "tools/common/prompt_file.h"
+#include "tools/common/load_report.h"
+#include "tools/common/placement_flags.h"
 #include "tools/common/vocabulary_fit.h"
 #include "tools/kiln/conversation_mode.h"
 #include "tools/common/version.h"
@@ -91,6 +93,9 @@ unless --temp or --beams is given. Timings go to stderr.
   -ctk, --cache-type-k TYPE type of the cached keys: f32, f16, bf16, q8_0 or q4_0 (default f16;
                             decoder-only models; q8_0/q4_0 need a head size that is a multiple of 32)
   -ctv, --cache-type-v TYPE type of the cached values, the same choices (default f16)
+      --no-mmap             read the weights into memory instead of computing from the file mapping
+      --mlock               keep the weights in RAM, never paged out (warns when RLIMIT_MEMLOCK refuses)
+  -v, --verbose             print the load time, peak memory and where the weights are (each copy)
   -h, --help                show this help
       --version             print the version, git commit, build and kernel sets
 
@@ -122,6 +127,8 @@ struct Options {
     bool cache_types_given = false;
     bool check_tensors = false;
     bool parse_special = true;
+    kiln::WeightPlacement placement;
+    bool verbose = false;
 };
 
 Options parse(int argc, char** argv) {
@@ -210,6 +217,9 @@ Options parse(int argc, char** argv) {
         } else if (flag == "--no-special") {
             o.parse_special = false;
         } else if (cache_type.parse(flag, args)) {
+        } else if (parse_placement_flag(flag, o.placement)) {
+        } else if (flag == "-v" || flag == "--verbose") {
+            o.verbose = true;
         } else {
             usage_error("unknown argument '{}'", flag);
         }
@@ -274,7 +284,7 @@ void print_beams(const std::vector<kiln::Hypothesis>& found, const kiln::Tokeniz
 int generate_causal(const Options& o, std::shared_ptr<const kiln::GgufFile> file) {
     using clock = std::chrono::steady_clock;
     const auto load_start = clock::now();
-    const auto lm = kiln::load_causal_lm(file);
+    const auto lm = kiln::load_causal_lm(file, o.placement);
     const auto tokenizer = kiln::load_tokenizer(*file);
     kiln::tools::check_vocabulary_fits(*tokenizer, lm->info().n_vocab, file->name());
     const int64_t n_ctx = o.ctx > 0 ? o.ctx : std::min<int64_t>(lm->info().n_ctx_train, 4096);
@@ -298,6 +308,7 @@ int generate_causal(const Options& o, std::shared_ptr<const kiln::GgufFile> file
     auto session = lm->new_session(std::max<int64_t>(session_ctx, 1), std::max<int64_t>(beams, 1),
                                    kiln::Executor::Mode::Fast, o.cache_types);
     const double load_seconds = seconds_since(load_start);
+    if (o.verbose) kiln::cli::print_load_report("kiln", load_seconds, lm->weight_residence());
 
     kiln::SamplerParams sampling = o.sampling;
     if (!o.seed_given) sampling.seed = std::random_device{}();
@@ -389,7 +400,7 @@ int generate_causal(const Options& o, std::shared_ptr<const kiln::GgufFile> file
 int generate_seq2seq(const Options& o, std::shared_ptr<const kiln::GgufFile> file) {
     using clock = std::chrono::steady_clock;
     const auto load_start = clock::now();
-    const std::unique_ptr<kiln::TransformerModel> loaded = kiln::load_seq2seq(file);
+    const std::unique_ptr<kiln::TransformerModel> loaded = kiln::load_seq2seq(file, o.placement);
     const kiln::TransformerModel& model = *loaded;
     const kiln::TransformerConfig& c = model.config();
     const auto tokenizer = kiln::load_tokenizer(*file);
@@ -410,6 +421,7 @@ int generate_seq2seq(const Options& o, std::shared_ptr<const kiln::GgufFile> fil
     kiln::TransformerSession session(model, 1, static_cast<int64_t>(source.size()), std::max<int64_t>(beams, 1),
                                      max_target);
     const double load_seconds = seconds_since(load_start);
+    if (o.verbose) kiln::cli::print_load_report("kiln", load_seconds, model.weight_residence());
     kiln::SamplerParams sampling = o.sampling;
     if (!o.temp_given) sampling.temperature = 0;  // documented: greedy unless asked
     if (!o.seed_given) sampling.seed = std::random_device{}();
@@ -486,6 +498,8 @@ kiln::tool::ConversationOptions conversation_options(const Options& o) {
     c.sampling = o.sampling;
     if (!o.seed_given) c.sampling.seed = std::random_device{}();
     c.cache_types = o.cache_types;
+    c.placement = o.placement;
+    c.verbose = o.verbose;
     return c;
 }
 

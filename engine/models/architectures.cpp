@@ -80,12 +80,12 @@ std::vector<std::string> decoder_architectures() {
 
 bool is_seq2seq(const GgufFile& file) { return file.get_string("general.architecture") == kSeq2seq; }
 
-std::unique_ptr<TransformerModel> load_seq2seq(std::shared_ptr<const GgufFile> file) {
+std::unique_ptr<TransformerModel> load_seq2seq(std::shared_ptr<const GgufFile> file, WeightPlacement placement) {
     refuse_without_tensors(*file);
     const std::string arch = file->get_string("general.architecture");
     if (arch != kSeq2seq)
         fail("model", "{}: '{}' is not an encoder-decoder model (that is '{}')", file->name(), arch, kSeq2seq);
-    return std::make_unique<TransformerModel>(std::move(file));
+    return std::make_unique<TransformerModel>(std::move(file), placement);
 }
 
 std::string check_model(const GgufFile& file) {
@@ -101,13 +101,13 @@ std::string check_model(const GgufFile& file) {
          fmt::join(decoder_architectures(), ", "), kSeq2seq);
 }
 
-std::unique_ptr<CausalLm> load_causal_lm(std::shared_ptr<const GgufFile> file) {
+std::unique_ptr<CausalLm> load_causal_lm(std::shared_ptr<const GgufFile> file, WeightPlacement placement) {
     refuse_without_tensors(*file);
     const std::string arch = file->get_string("general.architecture");
     for (const DecoderEntry& e : kDecoders)
         if (arch == e.name) {
             std::unique_ptr<DecoderArch> decoder = load_checked(e, *file);
-            return std::make_unique<DecoderLm>(std::move(file), std::move(decoder));
+            return std::make_unique<DecoderLm>(std::move(file), std::move(decoder), placement);
         }
     if (arch == kSeq2seq)
         fail("model", "{}: '{}' is an encoder-decoder model, not a decoder-only one", file->name(), arch);

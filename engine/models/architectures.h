@@ -17,13 +17,14 @@ std::vector<std::string> decoder_architectures();
 
 // A decoder-only model; an encoder-decoder or unknown architecture is a
 // kiln::Error naming it and listing the supported ones.
-std::unique_ptr<CausalLm> load_causal_lm(std::shared_ptr<const GgufFile> file);
+// `placement`: mapped (the default) or copied, locked or not (weight_placement.h).
+std::unique_ptr<CausalLm> load_causal_lm(std::shared_ptr<const GgufFile> file, WeightPlacement placement = {});
 
 // Whether the file holds an encoder-decoder model (general.architecture "transformer").
 bool is_seq2seq(const GgufFile& file);
 
 // An encoder-decoder model; any other architecture is a kiln::Error naming it.
-std::unique_ptr<TransformerModel> load_seq2seq(std::shared_ptr<const GgufFile> file);
+std::unique_ptr<TransformerModel> load_seq2seq(std::shared_ptr<const GgufFile> file, WeightPlacement placement = {});
 
 // Checks, without placing any weights, that kiln runs the file: its
 // architecture is registered and its hyper-parameters and every tensor fit it.

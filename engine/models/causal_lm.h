@@ -10,6 +10,7 @@
 
 #include "engine/graph/executor.h"
 #include "engine/models/kv_cache_types.h"
+#include "engine/models/weight_placement.h"
 #include "formats/gguf/gguf_file.h"
 
 namespace kiln {
@@ -63,6 +64,8 @@ class CausalLm {
 public:
     virtual ~CausalLm() = default;
     virtual const ModelInfo& info() const noexcept = 0;
+    // Where the weights were placed: mapped, copied, locked (weight_placement.h).
+    virtual const WeightResidence& weight_residence() const noexcept = 0;
     // n_ctx positions for each of n_slots sequences, keys and values cached
     // as cache_types.k and .v (kv_cache_types.h; F32 unless asked, the exact
     // choice; the tools default to F16 as llama.cpp does). Throws kiln::Error

@@ -77,10 +77,10 @@ std::unordered_map<std::string, DType> weight_layouts(const GgufFile& file, cons
 
 }  // namespace
 
-DecoderLm::DecoderLm(std::shared_ptr<const GgufFile> file, std::unique_ptr<DecoderArch> arch)
+DecoderLm::DecoderLm(std::shared_ptr<const GgufFile> file, std::unique_ptr<DecoderArch> arch, WeightPlacement placement)
     : file_(std::move(file)),
       arch_(std::move(arch)),
-      placement_(std::make_unique<ResidentWeights>(*file_, weight_layouts(*file_, *arch_))),
+      placement_(std::make_unique<ResidentWeights>(*file_, placement, weight_layouts(*file_, *arch_))),
       leaves_(*file_, *placement_) {
     const DecoderShape& s = arch_->shape();
     info_ = ModelInfo{arch_->name(), s.n_vocab, s.n_ctx_train, model_tensors::parameter_count(*file_),

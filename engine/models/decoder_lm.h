@@ -13,17 +13,16 @@ namespace kiln {
 
 class DecoderLm final : public CausalLm {
 public:
-    DecoderLm(std::shared_ptr<const GgufFile> file, std::unique_ptr<DecoderArch> arch);
+    DecoderLm(std::shared_ptr<const GgufFile> file, std::unique_ptr<DecoderArch> arch, WeightPlacement placement = {});
 
     const ModelInfo& info() const noexcept override { return info_; }
+    const WeightResidence& weight_residence() const noexcept override { return placement_->residence(); }
     std::unique_ptr<CausalSession> new_session(int64_t n_ctx, int64_t n_slots, Executor::Mode mode,
                                                CacheTypes cache_types = {}) const override;
 
     const DecoderArch& arch() const noexcept { return *arch_; }
     const GgufFile& file() const noexcept { return *file_; }
-    // Whether the weights were copied into huge pages (else the file mapping is read).
-    bool weights_copied() const noexcept { return placement_->copied(); }
-    // Where the computation reads tensor t from: the huge-page copy or the file mapping.
+    // Where the computation reads tensor t from: its copy or the file mapping.
     const std::byte* tensor_data(const GgufTensor& t) const noexcept { return placement_->data(t); }
 
 private:

@@ -1,48 +1,56 @@
 #pragma once
-// A model's weights copied out of the file mapping into anonymous memory
-// backed by 2 MiB pages (transparent huge pages, madvise mode).
+// A model's weights where the load policy (weight_placement.h) puts them: the
+// file mapping, with copies in anonymous memory only of the tensors that need
+// one.
 //
-// Decoding streams every weight once per token. From a file mapping that is
-// one 4 KiB page after another, each a TLB miss, and under a hypervisor each
-// miss walks two page tables; 2 MiB pages cut the misses 512-fold. On the
-// 2-core KVM machine kiln is tuned on, streaming reads ran ~10% faster from
-// huge pages than from the mapped file. The copy costs a memcpy at load
-// (~0.1 s per 500 MB) and the memory of the weights a second time (the file's
-// page cache stays evictable).
+// By default (mmap) kiln computes from the mapping: no copy, nothing counted
+// twice when two processes serve the same file, and the kernel may drop the
+// pages under memory pressure. Tensors named in `layouts` are the exception:
+// the kernels read them rearranged (quant/interleave.h), so each is written
+// in that layout into anonymous memory, and the mapped pages it came from are
+// released from this process's resident set.
 //
-// Skipped, leaving the file mapping in use, when KILN_MMAP=1 is set, when the
-// weights exceed half the physical memory, or when the memory cannot be had.
-//
-// The copy is also where matrices are rearranged for the kernels: tensors
-// named in `layouts` are written in that layout (quant/interleave.h) instead
-// of the file's bytes. Without a copy every tensor keeps the file's layout.
+// With --no-mmap every tensor is copied into anonymous memory advised to use
+// 2 MiB pages (transparent huge pages, madvise mode). Decoding streams every
+// weight once per token; from a file mapping that is one 4 KiB page after
+// another, each a TLB miss, and under a hypervisor each miss walks two page
+// tables. The copy costs a memcpy at load and keeps the weights out of the
+// page cache's reach (README: "Weights in memory" has the figures).
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <unordered_map>
 
+#include "engine/models/weight_placement.h"
 #include "formats/gguf/gguf_file.h"
 
 namespace kiln {
 
 class ResidentWeights {
 public:
-    explicit ResidentWeights(const GgufFile& file, const std::unordered_map<std::string, DType>& layouts = {});
+    // Throws kiln::Error when the memory for the copies cannot be had.
+    ResidentWeights(const GgufFile& file, WeightPlacement placement,
+                    const std::unordered_map<std::string, DType>& layouts = {});
     ~ResidentWeights();
     ResidentWeights(const ResidentWeights&) = delete;
     ResidentWeights& operator=(const ResidentWeights&) = delete;
 
-    // The bytes of tensor `t` of the file: the copy when there is one.
+    // The bytes of tensor `t` of the file: its copy when it has one.
     const std::byte* data(const GgufTensor& t) const noexcept;
-    bool copied() const noexcept { return base_ != nullptr; }
     // The type data(t) holds: a layout from `layouts`, or the file's type.
     DType type(const GgufTensor& t) const noexcept;
+    // Whether `t` is read from a copy (else from the file mapping).
+    bool copied(const GgufTensor& t) const noexcept { return offsets_.contains(&t); }
+    const WeightResidence& residence() const noexcept { return residence_; }
 
 private:
-    std::byte* base_ = nullptr;
+    void lock(const GgufFile& file);
+
+    std::byte* base_ = nullptr;  // the copies, one anonymous mapping
     size_t size_ = 0;
     std::unordered_map<const GgufTensor*, size_t> offsets_;
     std::unordered_map<const GgufTensor*, DType> layouts_;
+    WeightResidence residence_;
 };
 
 }  // namespace kiln

@@ -40,11 +40,11 @@ TransformerConfig check_transformer(const GgufFile& f) {
     return c;
 }
 
-TransformerModel::TransformerModel(std::shared_ptr<const GgufFile> file)
+TransformerModel::TransformerModel(std::shared_ptr<const GgufFile> file, WeightPlacement placement)
     : file_(std::move(file)), config_(check_transformer(*file_)) {
     const GgufFile& f = *file_;
     const TransformerConfig& c = config_;
-    placement_ = std::make_unique<ResidentWeights>(f);
+    placement_ = std::make_unique<ResidentWeights>(f, placement);
     leaves_ = std::make_unique<WeightLeaves>(f, *placement_);
     positions_ = sinusoidal_positions(c.dim, c.n_ctx);
     info_ = ModelInfo{std::string(arch::kTransformer), c.n_vocab, c.n_ctx, mt::parameter_count(f), mt::weight_bytes(f)};

@@ -41,10 +41,12 @@ TransformerConfig check_transformer(const GgufFile& file);
 class TransformerModel {
 public:
     // Checks the hyper-parameters and every tensor's presence, type and shape.
-    explicit TransformerModel(std::shared_ptr<const GgufFile> file);
+    // Places the weights as `placement` asks (weight_placement.h).
+    explicit TransformerModel(std::shared_ptr<const GgufFile> file, WeightPlacement placement = {});
 
     const TransformerConfig& config() const noexcept { return config_; }
     const ModelInfo& info() const noexcept { return info_; }
+    const WeightResidence& weight_residence() const noexcept { return placement_->residence(); }
     // The model's tensors as leaves of g (absent optional ones: kNoNode).
     arch::TransformerTensors<NodeId> leaves(Graph& g) const;
     // The sinusoidal position table, [dim, n_ctx] row-major.

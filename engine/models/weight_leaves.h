@@ -1,6 +1,6 @@
 #pragma once
 // A model file's tensors as leaves of a graph, read from where the loader
-// placed the weights (resident_weights.h: huge pages, or the file mapping).
+// placed the weights (resident_weights.h: the file mapping, or a copy).
 #include "engine/graph/graph.h"
 #include "engine/models/resident_weights.h"
 #include "formats/arch/tensor_spec.h"

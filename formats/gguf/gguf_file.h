@@ -60,6 +60,8 @@ public:
     uint64_t data_offset() const noexcept { return data_offset_; }
     uint64_t file_size() const noexcept { return bytes_.size(); }
     std::span<const std::byte> bytes() const noexcept { return bytes_; }
+    // Whether the bytes are this file's mapping (open) rather than the caller's (parse).
+    bool is_mapped() const noexcept { return mapping_ != nullptr; }
 
     const std::vector<GgufEntry>& metadata() const noexcept { return metadata_; }
     const GgufValue* find(std::string_view key) const noexcept;

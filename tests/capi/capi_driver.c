@@ -243,6 +243,23 @@ static void check_errors(const kiln_model* model, int32_t n_vocab) {
     kiln_sampler_free(NULL);
 }
 
+/* The weights read into memory and locked (kiln --no-mmap --mlock) give the
+ * greedy tokens of the default, mapped model. */
+static void check_placement(const char* path, const kiln_model* mapped, int32_t n_vocab) {
+    kiln_model_params mp = kiln_model_default_params();
+    kiln_model* copied = NULL;
+    kiln_token a[kSteps], b[kSteps];
+    CHECK(mp.use_mmap == 1 && mp.use_mlock == 0);
+    mp.use_mmap = 0;
+    mp.use_mlock = 1;
+    CHECK(kiln_model_load_with_params(path, &mp, &copied) == KILN_OK);
+    if (copied == NULL) return;
+    run_alone(mapped, "Once upon a time", n_vocab, a);
+    run_alone(copied, "Once upon a time", n_vocab, b);
+    CHECK(memcmp(a, b, sizeof a) == 0);
+    kiln_model_free(copied);
+}
+
 static int checks(const char* path) {
     kiln_model* model = NULL;
     kiln_model_info info;
@@ -255,6 +272,7 @@ static int checks(const char* path) {
     CHECK(info.n_vocab == 512 && info.has_chat_template == 0 && info.bos == 1 && info.eos == 2);
     CHECK(strlen(kiln_version()) > 0);
     check_two_slots(model, info.n_vocab);
+    check_placement(path, model, info.n_vocab);
     check_chat(model);
     check_errors(model, info.n_vocab);
     kiln_model_free(model);

@@ -21,6 +21,7 @@
 #include "formats/io/regular_file.h"
 #include "formats/tokenizer/tokenizer.h"
 #include "formats/tokenizer/utf8.h"
+#include "tools/common/load_report.h"
 #include "tools/common/vocabulary_fit.h"
 
 namespace kiln::tool {
@@ -62,7 +63,8 @@ void print(std::string_view text) {
 }  // namespace
 
 int run_conversation(const ConversationOptions& o, std::shared_ptr<const GgufFile> file) {
-    const auto lm = load_causal_lm(file);
+    const auto load_start = std::chrono::steady_clock::now();
+    const auto lm = load_causal_lm(file, o.placement);
     const auto tokenizer = load_tokenizer(*file);
     tools::check_vocabulary_fits(*tokenizer, lm->info().n_vocab, o.model_path);
     const int64_t n_ctx = o.ctx > 0 ? o.ctx : std::min<int64_t>(lm->info().n_ctx_train, 4096);
@@ -83,6 +85,10 @@ int run_conversation(const ConversationOptions& o, std::shared_ptr<const GgufFil
 
     ThreadPool pool(static_cast<int>(o.threads));
     auto session = lm->new_session(n_ctx, 1, Executor::Mode::Fast, o.cache_types);
+    if (o.verbose)
+        cli::print_load_report(
+            "kiln", std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count(),
+            lm->weight_residence());
     Sampler sampler(o.sampling);
     const bool terminal = isatty(STDIN_FILENO) != 0;
     if (terminal) {

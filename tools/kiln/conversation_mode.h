@@ -7,6 +7,7 @@
 
 #include "engine/core/dtype.h"
 #include "engine/models/kv_cache_types.h"
+#include "engine/models/weight_placement.h"
 #include "engine/runtime/sampler.h"
 
 namespace kiln {
@@ -30,6 +31,8 @@ struct ConversationOptions {
     int64_t ctx = 0;                        // 0: the model's, at most 4096
     SamplerParams sampling;
     CacheTypes cache_types{DType::F16};
+    WeightPlacement placement;              // --no-mmap, --mlock
+    bool verbose = false;                   // -v: the load report on stderr
 };
 
 // Runs the conversation on stdin/stdout: on a terminal with a "> " prompt,

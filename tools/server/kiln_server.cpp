@@ -40,7 +40,7 @@ int serve(const ServerOptions& o) {
 
     auto file = std::make_shared<kiln::GgufFile>(kiln::GgufFile::open(o.model));
     if (kiln::is_seq2seq(*file)) kiln::fail("kiln-server", "{} is an encoder-decoder model: the server runs decoder-only models", o.model);
-    const auto lm = kiln::load_causal_lm(file);
+    const auto lm = kiln::load_causal_lm(file, o.placement);
     const auto tokenizer = kiln::load_tokenizer(*file);
     kiln::tools::check_vocabulary_fits(*tokenizer, lm->info().n_vocab, o.model);
 

@@ -8,6 +8,7 @@
 #include "tools/common/batch_flags.h"
 #include "tools/common/cli.h"
 #include "tools/common/gpu_flags.h"
+#include "tools/common/placement_flags.h"
 #include "tools/common/version.h"
 
 namespace kiln::server {
@@ -47,6 +48,8 @@ page at /. Requests in -np slots advance together, one batched step at a time
   -ctv, --cache-type-v TYPE   share one type, so -ctk and -ctv must agree
   -a, --alias NAME            model id reported by /v1/models (default: the file's name)
       --max-body-bytes N      largest request body accepted (default 8388608); larger: 413
+      --no-mmap               read the weights into memory instead of computing from the file mapping
+      --mlock                 keep the weights in RAM, never paged out (warns when RLIMIT_MEMLOCK refuses)
       --version               print the version, git commit, build and kernel sets
   -h, --help                  show this help
 )";
@@ -98,7 +101,8 @@ ServerOptions parse_server_options(int argc, char** argv) {
             chat_template_value = args.value(flag);
         } else if (flag == "--no-warmup" || flag == "-fa" || flag == "--flash-attn" || flag == "--jinja") {
             // No effect in kiln: no warm-up pass, one attention kernel, and chat templates are always Jinja.
-        } else if (cache_type.parse(flag, args) || gpu.parse(flag, args) || batch.parse(flag, args)) {
+        } else if (cache_type.parse(flag, args) || gpu.parse(flag, args) || batch.parse(flag, args) ||
+                   parse_placement_flag(flag, o.placement)) {
         } else {
             usage_error("unknown argument '{}'", flag);
         }

@@ -1,10 +1,11 @@
 #pragma once
 // kiln-server's command line, spelled as llama-server's: -m, --host, --port,
-// -c, -np, -t, --api-key, --chat-template-file, -ctk/-ctv, -n, -b.
+// -c, -np, -t, --api-key, --chat-template-file, -ctk/-ctv, -n, -b, --no-mmap, --mlock.
 #include <cstdint>
 #include <string>
 
 #include "engine/core/dtype.h"
+#include "engine/models/weight_placement.h"
 
 namespace kiln::server {
 
@@ -24,6 +25,7 @@ struct ServerOptions {
     int64_t batch = 512;      // min(-b, -ub): prompt tokens evaluated per step, over all slots
     size_t max_body_bytes = 8u << 20;
     std::string alias;        // the model id /v1/models reports (default: the file's name)
+    WeightPlacement placement;  // --no-mmap, --mlock
 };
 
 // Parses argv; throws cli::UsageError for a bad flag. --help prints and exits 0.
