@@ -3,10 +3,12 @@
 // (transformer) read the prompt as the source and print its output.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <numeric>
 #include <random>
 #include <sstream>
@@ -22,6 +24,7 @@
 #include "formats/tokenizer/tokenizer.h"
 #include "formats/tokenizer/utf8.h"
 #include "formats/chat/named_templates.h"
+#include "formats/session/prompt_cache.h"
 #include "tools/common/batch_flags.h"
 #include "tools/common/check_tensors.h"
 #include "tools/common/cli.h"
@@ -72,6 +75,10 @@ unless --temp or --beams is given. Timings go to stderr.
       --check-tensors       check every tensor's data first (NaN/inf values or
                             block scales), as llama.cpp's --check-tensors
   -c, --ctx-size N          context size in tokens (default: the model's, at most 4096)
+      --prompt-cache FILE   save the KV cache after the prompt in FILE; a later run whose prompt
+                            starts with the same tokens loads it and evaluates only the rest (a
+                            file made with another model, -ctk/-ctv or damaged is ignored, noted)
+      --prompt-cache-ro     with --prompt-cache: use the file, never write it
   -b, --batch-size N        logical batch: prompt tokens handed to the model at once (default 2048)
   -ub, --ubatch-size N      physical batch: prompt tokens computed at once (default 512); the
                             prompt is evaluated in pieces of min(-b, -ub) tokens
@@ -115,6 +122,8 @@ struct Options {
     bool escape = true;
     int64_t tokens_per_eval = kiln::cli::BatchFlags::kDefaultUbatch;
     bool ignore_eos = false;
+    std::string prompt_cache;
+    bool prompt_cache_read_only = false;
     int64_t threads = 0;
     int64_t ctx = 0;
     kiln::SamplerParams sampling;
@@ -189,6 +198,11 @@ Options parse(int argc, char** argv) {
             o.threads = parse_int(flag, args.value(flag), 1, 1024);
         } else if (flag == "--check-tensors") {
             o.check_tensors = true;
+        } else if (flag == "--prompt-cache") {
+            o.prompt_cache = args.value(flag);
+            if (o.prompt_cache.empty()) usage_error("--prompt-cache needs a file name");
+        } else if (flag == "--prompt-cache-ro") {
+            o.prompt_cache_read_only = true;
         } else if (flag == "-c" || flag == "--ctx-size") {
             o.ctx = parse_int(flag, args.value(flag), 1, 1 << 20);
         } else if (flag == "--temp") {
@@ -235,6 +249,9 @@ Options parse(int argc, char** argv) {
     }
     o.tokens_per_eval = batch.tokens_per_eval();
     gpu.note("kiln");
+    if (o.prompt_cache_read_only && o.prompt_cache.empty()) usage_error("--prompt-cache-ro needs --prompt-cache FILE");
+    if (!o.prompt_cache.empty() && o.conversation == Options::Conversation::On)
+        usage_error("--prompt-cache applies to text generation (-p), not to conversation mode");
     if (o.beams == 0 && (o.n_best || length_penalty_given)) usage_error("--n-best and --length-penalty need --beams K");
     if (o.beams > 0 && o.n_predict < 0) usage_error("--beams needs a number of tokens (-n N), not -n {}", o.n_predict);
     const bool chat_flags = !o.system_prompt.empty() || !o.chat_template_file.empty() || !o.chat_template.empty();
@@ -318,7 +335,38 @@ int generate_causal(const Options& o, std::shared_ptr<const kiln::GgufFile> file
 
     const auto prompt_start = clock::now();
     const auto prompt_tokens = static_cast<int64_t>(tokens.size());
-    std::span<const float> logits = session->eval_in_pieces(tokens, o.tokens_per_eval, pool);
+    // --prompt-cache: the cached prefix is loaded, never its last token, whose
+    // logits the first sampled token needs.
+    size_t reused = 0, common = 0;
+    const kiln::CausalSession::CacheShape cache_shape = session->cache_shape();
+    const kiln::PromptCacheShape cache_file_shape{cache_shape.n_layers, cache_shape.kv_dim, cache_shape.types.k,
+                                                  cache_shape.types.v, cache_shape.row_bytes};
+    std::optional<kiln::ModelFingerprint> fingerprint;
+    if (!o.prompt_cache.empty()) {
+        fingerprint = kiln::model_fingerprint(*file);
+        std::string why_not;
+        const auto cached = kiln::load_prompt_cache(o.prompt_cache, *fingerprint, cache_file_shape,
+                                                         session->n_ctx(), lm->info().n_vocab, why_not);
+        if (cached) {
+            common = static_cast<size_t>(
+                std::mismatch(cached->tokens.begin(), cached->tokens.end(), tokens.begin(), tokens.end()).first -
+                cached->tokens.begin());
+            reused = std::min(common, tokens.size() - 1);
+            session->restore_slot(0, cached->rows, static_cast<int64_t>(cached->tokens.size()),
+                                  static_cast<int64_t>(reused));
+        } else if (!why_not.empty()) {
+            fmt::print(stderr, "kiln: ignoring the prompt cache {}: {}\n", o.prompt_cache, why_not);
+        }
+        fmt::print(stderr, "kiln: prompt cache {}: {} of {} prompt tokens reused\n", o.prompt_cache, reused,
+                   tokens.size());
+    }
+    std::span<const float> logits =
+        session->eval_in_pieces(std::span(tokens).subspan(reused), o.tokens_per_eval, pool);
+    if (fingerprint && !o.prompt_cache_read_only && common < tokens.size()) {
+        // The file did not hold this whole prompt (as llama-cli decides): now it does.
+        kiln::save_prompt_cache(o.prompt_cache, *fingerprint, cache_file_shape,
+                                      {tokens, session->save_slot(0)});
+    }
     const double prompt_seconds = seconds_since(prompt_start);
     const auto gen_start = clock::now();
     int64_t generated = 0;

@@ -7,6 +7,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "engine/graph/executor.h"
 #include "engine/models/kv_cache_types.h"
@@ -58,6 +59,19 @@ public:
     virtual int64_t n_ctx() const noexcept = 0;
     virtual int64_t n_slots() const noexcept = 0;
     virtual void reset() = 0;
+
+    // The KV cache of one slot, saved and put back (kiln --prompt-cache). A
+    // saved state fits a session whose cache_shape() is the same.
+    struct CacheShape {
+        int64_t n_layers = 0, kv_dim = 0;
+        CacheTypes types;
+        size_t row_bytes = 0;  // per token and layer, keys and values
+    };
+    virtual CacheShape cache_shape() const = 0;
+    // The slot's cached rows (n_past(slot) tokens; layout: SequenceSlots::slot_rows).
+    virtual std::vector<std::byte> save_slot(int64_t slot) const = 0;
+    // Makes the first n_keep of n_saved saved tokens the slot's sequence.
+    virtual void restore_slot(int64_t slot, std::span<const std::byte> rows, int64_t n_saved, int64_t n_keep) = 0;
 };
 
 class CausalLm {

@@ -88,6 +88,39 @@ void SequenceSlots::clear() noexcept { std::fill(n_past_.begin(), n_past_.end(),
 
 void SequenceSlots::clear_slot(int64_t slot) { n_past_.at(static_cast<size_t>(slot)) = 0; }
 
+std::vector<std::byte> SequenceSlots::slot_rows(int64_t slot) const {
+    if (slot < 0 || slot >= n_slots_) fail("model", "sequence slot {} is out of range (0..{})", slot, n_slots_ - 1);
+    const auto n = static_cast<size_t>(n_past_[static_cast<size_t>(slot)]);
+    const auto first = static_cast<size_t>(slot * n_ctx_);
+    std::vector<std::byte> rows;
+    rows.reserve(k_.size() * n * row_bytes());
+    for (size_t layer = 0; layer < k_.size(); ++layer) {
+        const std::byte* k = k_[layer].data() + first * k_row_bytes_;
+        const std::byte* v = v_[layer].data() + first * v_row_bytes_;
+        rows.insert(rows.end(), k, k + n * k_row_bytes_);
+        rows.insert(rows.end(), v, v + n * v_row_bytes_);
+    }
+    return rows;
+}
+
+void SequenceSlots::restore_slot_rows(int64_t slot, std::span<const std::byte> rows, int64_t n_saved, int64_t n_keep) {
+    if (slot < 0 || slot >= n_slots_) fail("model", "sequence slot {} is out of range (0..{})", slot, n_slots_ - 1);
+    if (n_saved < 0 || n_keep < 0 || n_keep > n_saved || n_saved > n_ctx_ ||
+        rows.size() != k_.size() * static_cast<size_t>(n_saved) * row_bytes())
+        fail("model", "saved cache rows do not fit: {} bytes for {} tokens ({} to keep) in a context of {}", rows.size(),
+             n_saved, n_keep, n_ctx_);
+    const auto saved = static_cast<size_t>(n_saved), keep = static_cast<size_t>(n_keep);
+    const auto first = static_cast<size_t>(slot * n_ctx_);
+    const std::byte* at = rows.data();
+    for (size_t layer = 0; layer < k_.size(); ++layer) {
+        std::memcpy(k_[layer].data() + first * k_row_bytes_, at, keep * k_row_bytes_);
+        at += saved * k_row_bytes_;
+        std::memcpy(v_[layer].data() + first * v_row_bytes_, at, keep * v_row_bytes_);
+        at += saved * v_row_bytes_;
+    }
+    n_past_[static_cast<size_t>(slot)] = n_keep;
+}
+
 void SequenceSlots::truncate(int64_t slot, int64_t n_keep) {
     if (slot < 0 || slot >= n_slots_) fail("model", "sequence slot {} is out of range (0..{})", slot, n_slots_ - 1);
     if (n_keep < 0) fail("model", "cannot keep {} tokens of a sequence", n_keep);

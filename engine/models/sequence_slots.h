@@ -57,6 +57,16 @@ public:
     // cached). Rows past n_keep are rewritten before anything attends to them.
     void truncate(int64_t slot, int64_t n_keep);
 
+    // What a slot's sequence holds in the caches, to be saved and put back
+    // (kiln --prompt-cache): its rows of every layer, keys then values, in
+    // the cache types, as bytes. n_layers() x n_past(slot) x row_bytes() of them.
+    int64_t n_layers() const noexcept { return static_cast<int64_t>(k_.size()); }
+    size_t row_bytes() const noexcept { return k_row_bytes_ + v_row_bytes_; }
+    std::vector<std::byte> slot_rows(int64_t slot) const;
+    // Makes the first n_keep of `n_saved` saved tokens (rows from slot_rows of
+    // a cache of the same layers, width and types) slot's whole sequence.
+    void restore_slot_rows(int64_t slot, std::span<const std::byte> rows, int64_t n_saved, int64_t n_keep);
+
 private:
     int64_t kv_dim_, n_slots_, n_ctx_;
     CacheTypes types_;

@@ -23,6 +23,13 @@ public:
     int64_t n_ctx() const noexcept override { return slots_.n_ctx(); }
     int64_t n_slots() const noexcept override { return slots_.n_slots(); }
     void reset() override { slots_.clear(); }
+    CacheShape cache_shape() const override {
+        return {slots_.n_layers(), slots_.kv_dim(), slots_.cache_types(), slots_.row_bytes()};
+    }
+    std::vector<std::byte> save_slot(int64_t slot) const override { return slots_.slot_rows(slot); }
+    void restore_slot(int64_t slot, std::span<const std::byte> rows, int64_t n_saved, int64_t n_keep) override {
+        slots_.restore_slot_rows(slot, rows, n_saved, n_keep);
+    }
 
 protected:
     // The graph inputs of a batch of n tokens. mask is kNoNode with one slot.
