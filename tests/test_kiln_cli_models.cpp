@@ -66,7 +66,7 @@ TEST_CASE("kiln prints an encoder-decoder model's source and its greedy output",
     }
 }
 
-TEST_CASE("kiln --no-mmap on an encoder-decoder gives the mapped model's output; -v says where the weights are",
+TEST_CASE("kiln --no-mmap on an encoder-decoder gives the mapped model's output, and -v says where the weights are",
           "[cli][transformer]") {
     const std::string model = shell_quote(transformer_model());
     const auto mapped = test::run_tool("kiln", fmt::format("-m {} -p 'hello world' -t 1 -v", model));

@@ -160,7 +160,7 @@ TEST_CASE("a mapped quantized model copies only the matrices the kernels read in
     CHECK(logits_of(mapped, pool, prompt) == logits_of(copied, pool, prompt));
 }
 
-TEST_CASE("the tensors given a layout, and only they, are copied rearranged; their mapped pages stay intact",
+TEST_CASE("the tensors given a layout, and only they, are copied rearranged, and their mapped pages stay intact",
           "[llama][interleave]") {
     // Whatever kernel set this CPU runs: the layouts are given here.
     test::TempDir dir;
