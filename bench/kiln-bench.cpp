@@ -388,11 +388,6 @@ std::vector<int32_t> random_tokens(std::mt19937& rng, int64_t n, int64_t n_vocab
     return tokens;
 }
 
-// Evaluates tokens in batches of at most `batch`.
-void eval_batched(kiln::CausalSession& ctx, kiln::ThreadPool& pool, std::span<const int32_t> tokens, int64_t batch) {
-    for (size_t at = 0; at < tokens.size(); at += static_cast<size_t>(batch))
-        ctx.eval(tokens.subspan(at, std::min(tokens.size() - at, static_cast<size_t>(batch))), pool);
-}
 
 // Seconds of one run of a test from an empty cache: the depth untimed, then
 // the prompt and the generation steps timed. The ids are drawn before the
@@ -402,9 +397,9 @@ double run_once(kiln::CausalSession& ctx, kiln::ThreadPool& pool, std::mt19937& 
     const std::vector<int32_t> tokens = random_tokens(rng, t.n_depth + t.n_prompt + t.n_gen, n_vocab);
     const std::span<const int32_t> all(tokens);
     ctx.reset();
-    eval_batched(ctx, pool, all.first(static_cast<size_t>(t.n_depth)), batch);
+    ctx.eval_in_pieces(all.first(static_cast<size_t>(t.n_depth)), batch, pool);
     const double t0 = kiln::bench::now_seconds();
-    eval_batched(ctx, pool, all.subspan(static_cast<size_t>(t.n_depth), static_cast<size_t>(t.n_prompt)), batch);
+    ctx.eval_in_pieces(all.subspan(static_cast<size_t>(t.n_depth), static_cast<size_t>(t.n_prompt)), batch, pool);
     for (int64_t i = 0; i < t.n_gen; ++i) ctx.eval(all.subspan(static_cast<size_t>(t.n_depth + t.n_prompt + i), 1), pool);
     return kiln::bench::now_seconds() - t0;
 }

@@ -23,6 +23,7 @@
 #include "formats/io/regular_file.h"
 #include "formats/tokenizer/tokenizer.h"
 #include "formats/tokenizer/utf8.h"
+#include "formats/chat/conversation.h"
 #include "formats/chat/named_templates.h"
 #include "formats/session/prompt_cache.h"
 #include "tools/common/batch_flags.h"
@@ -348,9 +349,7 @@ int generate_causal(const Options& o, std::shared_ptr<const kiln::GgufFile> file
         const auto cached = kiln::load_prompt_cache(o.prompt_cache, *fingerprint, cache_file_shape,
                                                          session->n_ctx(), lm->info().n_vocab, why_not);
         if (cached) {
-            common = static_cast<size_t>(
-                std::mismatch(cached->tokens.begin(), cached->tokens.end(), tokens.begin(), tokens.end()).first -
-                cached->tokens.begin());
+            common = kiln::common_prefix(cached->tokens, tokens);
             reused = std::min(common, tokens.size() - 1);
             session->restore_slot(0, cached->rows, static_cast<int64_t>(cached->tokens.size()),
                                   static_cast<int64_t>(reused));

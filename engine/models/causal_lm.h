@@ -35,16 +35,13 @@ public:
     virtual std::span<const float> eval(std::span<const int32_t> tokens, ThreadPool& pool, bool all_logits = false) = 0;
     // eval() of the tokens in consecutive pieces of at most `piece` tokens
     // (the tools' -b/-ub): the same tokens appended, with the activations of
-    // one piece at a time in memory. Returns the last token's logits.
+    // one piece at a time in memory. Returns the last token's logits (none
+    // for no tokens).
     std::span<const float> eval_in_pieces(std::span<const int32_t> tokens, int64_t piece, ThreadPool& pool) {
         const auto step = static_cast<size_t>(piece > 0 ? piece : 1);
         std::span<const float> logits;
-        size_t at = 0;
-        do {
-            const size_t n = std::min(step, tokens.size() - at);
-            logits = eval(tokens.subspan(at, n), pool);
-            at += n;
-        } while (at < tokens.size());
+        for (size_t at = 0; at < tokens.size(); at += step)
+            logits = eval(tokens.subspan(at, std::min(step, tokens.size() - at)), pool);
         return logits;
     }
     // Appends tokens[i] to slot slots[i]; returns every token's logits ([n, n_vocab]).

@@ -5,17 +5,11 @@
 #include <numeric>
 
 #include "engine/core/error.h"
+#include "formats/chat/conversation.h"
 
 namespace kiln::server {
 
 namespace {
-
-size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
-    const size_t n = std::min(a.size(), b.size());
-    size_t i = 0;
-    while (i < n && a[i] == b[i]) ++i;
-    return i;
-}
 
 // The chosen token's log-softmax and the `top` most likely tokens', from the raw logits.
 TokenLogprob logprob_of(std::span<const float> logits, int32_t id, int top) {
