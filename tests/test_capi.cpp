@@ -10,6 +10,7 @@
 #include "support/paths.h"
 #include "support/run_command.h"
 #include "support/run_tool.h"
+#include "support/sanitized_library.h"
 
 using namespace kiln;
 using test::run_command;
@@ -25,17 +26,6 @@ std::string kiln_greedy(const std::string& prompt, int n) {
     INFO(run.err);
     REQUIRE(run.status == 0);
     return run.out;
-}
-
-// libkiln.so built with sanitizers loads only into programs that carry their
-// runtime; Python and a plain C program do not (tests/CMakeLists.txt).
-bool skipped_under_sanitizers() {
-#ifdef KILN_SANITIZED
-    WARN("skipped: libkiln.so is built with sanitizers");
-    return true;
-#else
-    return false;
-#endif
 }
 
 }  // namespace
@@ -68,7 +58,7 @@ TEST_CASE("C API: a missing model is one error line from the C driver", "[capi]"
 }
 
 TEST_CASE("C API: the Python ctypes example generates what kiln --temp 0 does", "[capi][python]") {
-    if (skipped_under_sanitizers()) return;
+    if (test::skipped_under_sanitizers()) return;
     const std::string expected = kiln_greedy("Once upon a time", 32);
     const test::ToolRun run = run_command(fmt::format(
         "{} {} --lib {} -m {} -p 'Once upon a time' -n 32", shell_quote(KILN_PYTHON),
@@ -80,7 +70,7 @@ TEST_CASE("C API: the Python ctypes example generates what kiln --temp 0 does", 
 }
 
 TEST_CASE("C API: the Python example reports a missing model as kiln's error line", "[capi][python]") {
-    if (skipped_under_sanitizers()) return;
+    if (test::skipped_under_sanitizers()) return;
     const test::ToolRun run = run_command(fmt::format("{} {} --lib {} -m /nonexistent.gguf", shell_quote(KILN_PYTHON),
                                                       shell_quote((test::source_dir() / "examples" / "python_ctypes.py").string()),
                                                       shell_quote(KILN_CAPI_LIBRARY)));

@@ -11,6 +11,7 @@
 #include "support/run_command.h"
 #include "support/run_tool.h"
 #include "support/sample_gguf.h"
+#include "support/sanitized_library.h"
 
 using namespace kiln;
 using test::shell_quote;
@@ -26,22 +27,11 @@ test::ToolRun run_logged(const std::string& command) {
     return run;
 }
 
-// libkiln.so built with sanitizers loads only into programs that carry their
-// runtime; Python and a plain C program do not (tests/CMakeLists.txt).
-bool skipped_under_sanitizers() {
-#ifdef KILN_SANITIZED
-    WARN("skipped: libkiln.so is built with sanitizers");
-    return true;
-#else
-    return false;
-#endif
-}
-
 }  // namespace
 
 TEST_CASE("cmake --install gives bin, lib, include, a CMake package and kiln.pc that another program builds with",
           "[install][capi]") {
-    if (skipped_under_sanitizers()) return;
+    if (test::skipped_under_sanitizers()) return;
     const test::TempDir dir;
     const auto prefix = dir.path() / "prefix";
     run_logged(fmt::format("{} --install {} --prefix {}", shell_quote(KILN_CMAKE_COMMAND), q(KILN_BINARY_DIR), q(prefix)));
