@@ -131,16 +131,17 @@ Problem make_problem(Rng& rng, int64_t head_dim, int64_t kv_len, Mask mask, floa
 }
 
 // Runs one kernel; checks that it wrote exactly head_dim outputs and used only
-// kv_len floats of scratch.
+// the scratch attend_block_scratch(kv_len) promises.
 using AttendFn = void (*)(const float*, const float*, size_t, const float*, size_t, int64_t, int64_t, float,
                           const uint8_t*, float*, float*, float, int64_t) noexcept;
 std::vector<float> run(AttendFn fn, const Problem& p, const std::vector<float>& values) {
     std::vector<float> out(static_cast<size_t>(p.head_dim) + 4, kSentinel);
-    std::vector<float> scratch(static_cast<size_t>(p.kv_len) + 8, kSentinel);
+    const size_t scratch_floats = k::attend_block_scratch(p.kv_len);
+    std::vector<float> scratch(scratch_floats + 8, kSentinel);
     fn(p.q.data(), p.k.data(), p.stride, values.data(), p.stride, p.kv_len, p.head_dim, p.scale, p.mask(), out.data(),
        scratch.data(), p.softcap, p.kv_start);
     for (size_t i = static_cast<size_t>(p.head_dim); i < out.size(); ++i) REQUIRE(out[i] == kSentinel);
-    for (size_t i = static_cast<size_t>(p.kv_len); i < scratch.size(); ++i) REQUIRE(scratch[i] == kSentinel);
+    for (size_t i = scratch_floats; i < scratch.size(); ++i) REQUIRE(scratch[i] == kSentinel);
     out.resize(static_cast<size_t>(p.head_dim));
     return out;
 }
@@ -268,7 +269,9 @@ TEST_CASE("attention: scale is applied to the scores before the softmax", "[kern
     const float values[4] = {4.0f, 0.0f, 0.0f, 8.0f};
     const float scale = static_cast<float>(std::log(3.0));
     for (AttendFn fn : {AttendFn{k::attend}, AttendFn{k::ref::attend}}) {
-        float out[2], scratch[2];
+        float out[2];
+        std::vector<float> scratch_v(k::attend_block_scratch(2));
+        float* scratch = scratch_v.data();
         fn(q, keys, 2, values, 2, 2, 2, scale, nullptr, out, scratch, 0.0f, 0);
         CHECK(out[0] == Approx(3.0).epsilon(1e-6));
         CHECK(out[1] == Approx(2.0).epsilon(1e-6));
@@ -286,8 +289,9 @@ TEST_CASE("attention: large scores stay finite", "[kernels][attention]") {
     const float values[6] = {1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f};
     for (AttendFn fn : {AttendFn{k::attend}, AttendFn{k::ref::attend}}) {
         for (float scale : {1.0f, 1e30f}) {
-            float out[2], scratch[3];
-            fn(q, keys, 2, values, 2, 3, 2, scale, nullptr, out, scratch, 0.0f, 0);
+            float out[2];
+            std::vector<float> scratch(k::attend_block_scratch(3));
+            fn(q, keys, 2, values, 2, 3, 2, scale, nullptr, out, scratch.data(), 0.0f, 0);
             REQUIRE(std::isfinite(out[0]));
             REQUIRE(std::isfinite(out[1]));
             if (scale == 1e30f) {  // the top key takes all the weight
@@ -319,7 +323,7 @@ TEST_CASE("attention fixture: grouped-query causal attention with padding matche
         const size_t row = c.n_kv_head * c.head_dim;  // one position's keys, all kv heads
         const uint64_t group = c.n_head / c.n_kv_head;
         Worst wf{name + " fast vs torch"}, wr{name + " ref vs torch"};
-        std::vector<float> fast(c.head_dim), ref(c.head_dim), scratch(c.kv_len);
+        std::vector<float> fast(c.head_dim), ref(c.head_dim), scratch(k::attend_block_scratch(c.kv_len));
         for (uint64_t t = 0; t < c.n_q; ++t) {
             const int64_t kv_len = pos[t] + 1;  // causal: a query sees keys 0..pos
             for (uint64_t h = 0; h < c.n_head; ++h) {

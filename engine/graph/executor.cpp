@@ -63,6 +63,8 @@ Executor::Executor(Graph& graph, Mode mode)
         steps_.push_back(static_cast<NodeId>(i));
         defs_.push_back(&def);
         if (def.scratch_floats != nullptr) scratch_floats_ = std::max(scratch_floats_, def.scratch_floats(graph_, n));
+        if (mode_ == Mode::Fast && def.shared_scratch_doubles != nullptr)
+            shared_.resize(std::max(shared_.size(), def.shared_scratch_doubles(graph_, n)));
     }
 
     // Memory read and written since the last barrier, in bytes ranges.
@@ -112,6 +114,8 @@ void Executor::run(ThreadPool& pool) {
         ctx.nth = nth;
         ctx.scratch = scratch_[static_cast<size_t>(ith)].data();
         ctx.matmul = matmul_;
+        ctx.shared = shared_.empty() ? nullptr : shared_.data();
+        ctx.pool = &pool;
         const bool profiling = !profile_rows_.empty();
         auto mark = std::chrono::steady_clock::now();
         // The end of pool.run() is the barrier after the last step.

@@ -51,6 +51,7 @@ private:
     std::unique_ptr<std::atomic<int64_t>[]> next_chunk_;  // per step: the next unclaimed chunk
     size_t scratch_floats_ = 0;          // per thread
     std::vector<std::vector<float>> scratch_;
+    std::vector<double> shared_;         // ExecContext::shared, for the ops that ask (fast mode)
     std::vector<int> profile_rows_;      // per step, when KILN_PROFILE is set
 };
 

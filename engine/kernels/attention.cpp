@@ -3,10 +3,14 @@
 // each key and value row is loaded once for all of them, and the scalar
 // double-precision twin ref::attend (one query).
 //
-// Both use the two-pass form (scores into scratch, then softmax weights, then
-// the weighted sum of values) rather than an online softmax: the scratch row
-// is provided anyway, and two passes avoid the repeated rescaling of the
-// running sum that costs online softmax a little accuracy.
+// The fast kernel walks the keys a chunk at a time (kAttentionChunk, see
+// attention.h): within a chunk it is the two-pass form (scores into scratch,
+// the chunk's max, weights, the weighted sum of values), and the chunks'
+// partial results are folded in order with the online softmax's rescaling,
+// in double. So its scratch does not grow with the cache, and a long cache's
+// chunks can be computed on several threads and folded afterwards with the
+// same bits (attend_chunk, merge_attention_chunks). The reference is the
+// plain two-pass form over all keys, in double.
 //
 // Keys and values are read from the cache as stored, F32, F16, BF16, Q8_0 or
 // Q4_0 (cache_rows.h), each element converted exactly as it is loaded: the
@@ -24,6 +28,7 @@
 #include <cmath>
 #include <limits>
 #include <type_traits>
+#include <vector>
 
 #include "engine/kernels/cache_rows.h"
 
@@ -77,13 +82,21 @@ batch capped(batch s, float softcap) noexcept {
 
 // Scores are computed in tiles of Q queries x W / Q keys, one accumulator per
 // pair, reduced together by one haddp: W lanes. Q is 1, 2 or 4 after the
-// block's size, so a lone query (a decode step without grouped heads) fills
-// the lanes with keys instead of repeating itself.
-constexpr int kQueries = kMaxBlockQueries;
+// register tile's size, so a lone query (a decode step without grouped heads)
+// fills the lanes with keys instead of repeating itself. A block of up to
+// kMaxBlockQueries queries is walked as register tiles of kQueries, chunk by
+// chunk, so the chunk's keys and values come from the cache for the first
+// tile and from L1/L2 for the others.
+constexpr int kQueries = 4;
 static_assert(W % kQueries == 0, "a score tile fills one batch");
+static_assert(kMaxBlockQueries % kQueries == 0, "a block is whole register tiles");
+static_assert(kAttentionChunk % kKeysPerBlock == 0 && kAttentionChunk % W == 0,
+              "chunks are whole score tiles and value blocks");
 // Value dimensions per pass: up to four batches per query stay in registers.
 constexpr int64_t kMaxValueBatches = 4;
 constexpr int64_t kDimsPerPass = kMaxValueBatches * W;
+// A tile's scores for one chunk: kAttentionChunk floats per query, padded.
+constexpr size_t kScoreStride = static_cast<size_t>(kAttentionChunk + W);
 
 // Where haddp puts the sum of row r. It should be lane r, but xsimd 8.1's
 // AVX-512 haddp returns the rows in the order 0 1 4 5 2 3 6 7 8 9 12 13 ...;
@@ -125,15 +138,17 @@ batch in_row_order(batch sums) noexcept {
 #endif
 }
 
-// Pass 1: score[i][j] = scale * q_i . k_j for the keys query i uses, -inf for
-// the others. Every score goes through the same operations (the same lane of
-// the same reduction, the same scalar tail) whatever the tile it is in, so a
-// query's result does not depend on its block. A key row that no query uses
-// may still be loaded (it lies inside the cache) but its lanes are dropped.
+// Pass 1 over keys [j_begin, j_end): score[i][j - j_begin] = scale * q_i . k_j
+// for the keys query i uses, -inf for the others below its kv_len. Every score
+// goes through the same operations (the same lane of the same reduction, the
+// same scalar tail) whatever the tile it is in, so a query's result does not
+// depend on its block. A key row that no query uses may still be loaded (it
+// lies inside the cache) but its lanes are dropped. Rows up to prefetch_end
+// are asked for ahead of use.
 template <int Q, class K>
 void scores(const AttentionQuery* queries, int nq, const float* const* q, const K* k, size_t k_stride,
-            int64_t max_len, int64_t head_dim, float scale, float softcap, float* const* score, float* max_out,
-            int64_t* n_valid_out) noexcept {
+            int64_t j_begin, int64_t j_end, int64_t prefetch_end, int64_t head_dim, float scale, float softcap,
+            float* const* score, float* max_out, int64_t* n_valid_out) noexcept {
     constexpr int64_t kTileKeys = W / Q;
     const int64_t vector_dims = head_dim - head_dim % W;
     const std::array<int, W>& lane_of = haddp_lane_of_row();
@@ -146,14 +161,14 @@ void scores(const AttentionQuery* queries, int nq, const float* const* q, const 
     // on each score as the general one below, so the bits do not depend on
     // which epilogue a tile took. In a causal prompt that is all tiles but the
     // last few of each block.
-    const int64_t all_use = head_dim == vector_dims ? keys_all_use(queries, nq) : 0;
+    const int64_t all_use = head_dim == vector_dims ? std::min(j_end, keys_all_use(queries, nq)) : 0;
     const batch scale_v(scale);
     batch max_v(kNegInf);  // lane i * kTileKeys + t: query i's max over the branch-free tiles
-    for (int64_t j0 = 0; j0 < max_len; j0 += kTileKeys) {
+    for (int64_t j0 = j_begin; j0 < j_end; j0 += kTileKeys) {
         const K* key[kTileKeys];
         for (int64_t t = 0; t < kTileKeys; ++t) {
-            key[t] = k + static_cast<size_t>(std::min(j0 + t, max_len - 1)) * k_stride;
-            prefetch(cache_rows::address(k + static_cast<size_t>(std::min(j0 + t + kPrefetchRows, max_len - 1)) * k_stride, 0),
+            key[t] = k + static_cast<size_t>(std::min(j0 + t, j_end - 1)) * k_stride;
+            prefetch(cache_rows::address(k + static_cast<size_t>(std::min(j0 + t + kPrefetchRows, prefetch_end - 1)) * k_stride, 0),
                      cache_rows::span_bytes<K>(head_dim));
         }
         batch acc[W];
@@ -174,7 +189,7 @@ void scores(const AttentionQuery* queries, int nq, const float* const* q, const 
             max_v = xsimd::max(max_v, s);
             s.store_aligned(ordered);
             for (int i = 0; i < nq; ++i) {
-                std::copy(ordered + i * kTileKeys, ordered + (i + 1) * kTileKeys, score[i] + j0);
+                std::copy(ordered + i * kTileKeys, ordered + (i + 1) * kTileKeys, score[i] + (j0 - j_begin));
                 n_valid[i] += kTileKeys;
             }
             continue;
@@ -182,17 +197,17 @@ void scores(const AttentionQuery* queries, int nq, const float* const* q, const 
         alignas(64) float dots[W];
         sums.store_aligned(dots);
         for (int i = 0; i < nq; ++i) {
-            for (int64_t t = 0; t < kTileKeys && j0 + t < max_len; ++t) {
+            for (int64_t t = 0; t < kTileKeys && j0 + t < j_end; ++t) {
                 const int64_t j = j0 + t;
                 if (!uses(queries[i], j)) {
-                    if (j < queries[i].kv_len) score[i][j] = kNegInf;
+                    if (j < queries[i].kv_len) score[i][j - j_begin] = kNegInf;
                     continue;
                 }
                 float s = dots[lane_of[static_cast<size_t>(i * kTileKeys + t)]];
                 for (int64_t d = vector_dims; d < head_dim; ++d) s = std::fma(q[i][d], element(key[t], d), s);
                 s *= scale;
                 if (softcap > 0.0f) s = capped(batch(s), softcap).get(0);
-                score[i][j] = s;
+                score[i][j - j_begin] = s;
                 max[i] = std::max(max[i], s);
                 ++n_valid[i];
             }
@@ -206,18 +221,18 @@ void scores(const AttentionQuery* queries, int nq, const float* const* q, const 
     std::copy(n_valid, n_valid + kQueries, n_valid_out);
 }
 
-// Pass 2: score[j] -> exp(score[j] - max) over [0, kv_len), masked ones
-// becoming exact zeros; returns their sum (W terms in float, totals in double).
-double exponentiate(float* score, int64_t kv_len, float max) noexcept {
+// Pass 2: score[j] -> exp(score[j] - max) over [0, n), masked ones becoming
+// exact zeros; returns their sum (W terms in float, totals in double).
+double exponentiate(float* score, int64_t n, float max) noexcept {
     const batch mv(max);
     double sum = 0.0;
     int64_t j = 0;
-    for (; j + W <= kv_len; j += W) {
+    for (; j + W <= n; j += W) {
         const batch e = xsimd::exp(batch::load_unaligned(score + j) - mv);
         e.store_unaligned(score + j);
         sum += static_cast<double>(xsimd::hadd(e));
     }
-    for (; j < kv_len; ++j) {
+    for (; j < n; ++j) {
         score[j] = xsimd::exp(batch(score[j] - max)).get(0);  // same exp as the body
         sum += static_cast<double>(score[j]);
     }
@@ -225,14 +240,14 @@ double exponentiate(float* score, int64_t kv_len, float max) noexcept {
 }
 
 // Pass 3 for dimensions [d0, d0 + Batches * W + tail) and keys [j0, j1):
-// total[i][d] += Σ_j w_i[j] v_j[d], summed in float (in key order) and then
-// added to the double totals. A key row is read only if some query uses it,
-// and only the queries that use it add it, so rows masked for the whole
-// block (possibly NaN) are never touched and a query's sum does not depend
-// on its block.
+// total[i][d] += Σ_j w_i[j] v_j[d] (w_i[j] at weight[i][j - base]), summed in
+// float (in key order) and then added to the double totals. A key row is read
+// only if some query uses it, and only the queries that use it add it, so
+// rows masked for the whole tile (possibly NaN) are never touched and a
+// query's sum does not depend on its tile.
 template <int64_t Batches, class V>
-void accumulate_values(const AttentionQuery* queries, int nq, const float* const* weight, const V* v,
-                       size_t v_stride, int64_t d0, int64_t tail, int64_t j0, int64_t j1,
+void accumulate_values(const AttentionQuery* queries, int nq, const float* const* weight, int64_t base, const V* v,
+                       size_t v_stride, int64_t d0, int64_t tail, int64_t j0, int64_t j1, int64_t prefetch_end,
                        double (*total)[kDimsPerPass]) noexcept {
     constexpr int64_t kBatches = Batches > 0 ? Batches : 1;  // arrays of at least one
     if constexpr (Batches == kMaxValueBatches) tail = 0;     // a full pass has no tail
@@ -240,7 +255,11 @@ void accumulate_values(const AttentionQuery* queries, int nq, const float* const
     float tail_acc[kQueries][W] = {};
     for (auto& row : acc)
         for (auto& a : row) a = batch(0.0f);
-    // Keys every query of the block uses skip the per-key user mask (same
+    const auto prefetch_row = [&](int64_t j) {
+        prefetch(cache_rows::address(v + static_cast<size_t>(std::min(j + kPrefetchRows, prefetch_end - 1)) * v_stride, d0),
+                 cache_rows::span_bytes<V>(Batches * W + tail));
+    };
+    // Keys every query of the tile uses skip the per-key user mask (same
     // operations in the same order, so the same bits). The loop body is
     // written out twice on purpose: one shared body that tests each query's
     // user bit made this pass about 40% slower at pp512 (perf).
@@ -248,12 +267,11 @@ void accumulate_values(const AttentionQuery* queries, int nq, const float* const
     int64_t j = j0;
     for (; j < all_use; ++j) {
         const V* row = v + static_cast<size_t>(j) * v_stride;
-        prefetch(cache_rows::address(v + static_cast<size_t>(std::min(j + kPrefetchRows, j1 - 1)) * v_stride, d0),
-                 cache_rows::span_bytes<V>(Batches * W + tail));
+        prefetch_row(j);
         batch vv[kBatches];
         for (int64_t b = 0; b < Batches; ++b) vv[b] = load(row, d0 + b * W);
         for (int i = 0; i < nq; ++i) {
-            const float w = weight[i][j];
+            const float w = weight[i][j - base];
             const batch wv(w);
             for (int64_t b = 0; b < Batches; ++b) acc[i][b] = xsimd::fma(wv, vv[b], acc[i][b]);
             for (int64_t d = 0; d < tail; ++d)
@@ -265,13 +283,12 @@ void accumulate_values(const AttentionQuery* queries, int nq, const float* const
         for (int i = 0; i < nq; ++i) users |= uses(queries[i], j) ? 1u << i : 0u;
         if (users == 0) continue;
         const V* row = v + static_cast<size_t>(j) * v_stride;
-        prefetch(cache_rows::address(v + static_cast<size_t>(std::min(j + kPrefetchRows, j1 - 1)) * v_stride, d0),
-                 cache_rows::span_bytes<V>(Batches * W + tail));
+        prefetch_row(j);
         batch vv[kBatches];
         for (int64_t b = 0; b < Batches; ++b) vv[b] = load(row, d0 + b * W);
         for (int i = 0; i < kQueries; ++i) {
             if ((users >> i & 1u) == 0) continue;
-            const float w = weight[i][j];
+            const float w = weight[i][j - base];
             const batch wv(w);
             for (int64_t b = 0; b < Batches; ++b) acc[i][b] = xsimd::fma(wv, vv[b], acc[i][b]);
             for (int64_t d = 0; d < tail; ++d)
@@ -286,49 +303,96 @@ void accumulate_values(const AttentionQuery* queries, int nq, const float* const
     }
 }
 
-}  // namespace
+// ---------------------------------------------------------------- partial results
+// A query's partial result: [max, Σ w, Σ w v[0..head_dim)] in doubles, w =
+// exp(s - max); max = -inf: no key used (the rest is not read).
 
-size_t attend_block_scratch(int64_t max_kv_len) noexcept {
-    return static_cast<size_t>(kQueries) * static_cast<size_t>(std::max<int64_t>(max_kv_len, 0) + W);
+constexpr double kNoKeys = -std::numeric_limits<double>::infinity();
+
+size_t partial_doubles(int64_t head_dim) noexcept { return static_cast<size_t>(head_dim) + 2; }
+
+// state <- state ⊕ chunk: both rescaled to the larger maximum. Out of line so
+// that every caller (attend_block's running fold, merge_attention_chunks)
+// runs the same instructions: the split and unsplit forms give the same bits.
+[[gnu::noinline]] void fold(double* state, const double* chunk, int64_t head_dim) noexcept {
+    if (chunk[0] == kNoKeys) return;
+    if (state[0] == kNoKeys) {
+        std::copy(chunk, chunk + partial_doubles(head_dim), state);
+        return;
+    }
+    const double max = std::max(state[0], chunk[0]);
+    const double a = std::exp(state[0] - max), b = std::exp(chunk[0] - max);
+    state[0] = max;
+    state[1] = state[1] * a + chunk[1] * b;
+    for (int64_t d = 0; d < head_dim; ++d) state[2 + d] = state[2 + d] * a + chunk[2 + d] * b;
 }
 
-namespace {
+// Fully masked queries get zeros (softmax over an empty set is undefined).
+void finish(const double* state, int64_t head_dim, float* out) noexcept {
+    if (state[0] == kNoKeys) {
+        std::fill(out, out + head_dim, 0.0f);
+        return;
+    }
+    const double inv_sum = 1.0 / state[1];
+    for (int64_t d = 0; d < head_dim; ++d) out[d] = static_cast<float>(state[2 + d] * inv_sum);
+}
 
+// Whether some query of a tile may use a key of [j0, j1) (masks aside). When
+// none does, the tile's partials for the chunk are all empty.
+bool tile_reaches(const AttentionQuery* queries, int nq, int64_t j0, int64_t j1) noexcept {
+    for (int i = 0; i < nq; ++i)
+        if (queries[i].kv_len > j0 && queries[i].kv_start < j1) return true;
+    return false;
+}
+
+// The per-thread doubles the block walk keeps (running states, one tile's
+// chunk partials); grown on first use, never shrunk.
+double* thread_doubles(size_t n) noexcept {
+    thread_local std::vector<double> doubles;
+    if (doubles.size() < n) doubles.resize(n);
+    return doubles.data();
+}
+
+// One register tile (up to kQueries queries) over keys [j0, j1): each query's
+// partial result to partial[i]. Out of line for the same reason as fold.
 template <class K, class V>
-void attend_block_typed(const AttentionQuery* queries, int nq, const K* k, size_t k_stride, const V* v,
-                        size_t v_stride, int64_t head_dim, float scale, float softcap, float* scratch) noexcept {
-    if (nq <= 0) return;
-    nq = std::min(nq, kQueries);
+[[gnu::noinline]] void tile_chunk(const AttentionQuery* queries, int nq, const K* k, size_t k_stride, const V* v,
+                                  size_t v_stride, int64_t head_dim, float scale, float softcap, int64_t j0,
+                                  int64_t j1, float* scratch, double* const* partial) noexcept {
     int64_t max_len = 0;
     for (int i = 0; i < nq; ++i) max_len = std::max(max_len, queries[i].kv_len);
+    const int64_t end = std::min(j1, max_len);
     // Query rows past nq repeat the last query (computed, never stored).
     const float* q[kQueries];
     float* score[kQueries];
     for (int i = 0; i < kQueries; ++i) {
         q[i] = queries[std::min(i, nq - 1)].q;
-        score[i] = scratch + static_cast<size_t>(std::min(i, nq - 1)) * static_cast<size_t>(max_len + W);
+        score[i] = scratch + static_cast<size_t>(std::min(i, nq - 1)) * kScoreStride;
     }
     float max[kQueries];
     int64_t n_valid[kQueries] = {};
     std::fill(max, max + kQueries, kNegInf);
-    if (max_len > 0) {
-        if (nq == 1) scores<1>(queries, nq, q, k, k_stride, max_len, head_dim, scale, softcap, score, max, n_valid);
-        else if (nq == 2) scores<2>(queries, nq, q, k, k_stride, max_len, head_dim, scale, softcap, score, max, n_valid);
-        else scores<kQueries>(queries, nq, q, k, k_stride, max_len, head_dim, scale, softcap, score, max, n_valid);
+    if (end > j0) {
+        if (nq == 1) scores<1>(queries, nq, q, k, k_stride, j0, end, max_len, head_dim, scale, softcap, score, max, n_valid);
+        else if (nq == 2) scores<2>(queries, nq, q, k, k_stride, j0, end, max_len, head_dim, scale, softcap, score, max, n_valid);
+        else scores<kQueries>(queries, nq, q, k, k_stride, j0, end, max_len, head_dim, scale, softcap, score, max, n_valid);
     }
 
-    // Fully masked queries get zeros and take no part in pass 3.
+    // Queries with no key in the chunk take no part in pass 3.
     AttentionQuery live[kQueries];
     const float* weight[kQueries];
-    double inv_sum[kQueries];
+    double* live_partial[kQueries];
     int n_live = 0;
     for (int i = 0; i < nq; ++i) {
         if (n_valid[i] == 0) {
-            std::fill(queries[i].out, queries[i].out + head_dim, 0.0f);
+            partial[i][0] = kNoKeys;
+            partial[i][1] = 0.0;
             continue;
         }
-        inv_sum[n_live] = 1.0 / exponentiate(score[i], queries[i].kv_len, max[i]);
+        partial[i][0] = max[i];
+        partial[i][1] = exponentiate(score[i], std::min(end, queries[i].kv_len) - j0, max[i]);
         live[n_live] = queries[i];
+        live_partial[n_live] = partial[i];
         weight[n_live++] = score[i];
     }
     if (n_live == 0) return;
@@ -339,22 +403,90 @@ void attend_block_typed(const AttentionQuery* queries, int nq, const K* k, size_
         const int64_t nd = std::min(kDimsPerPass, head_dim - d0);
         const int64_t batches = nd / W, tail = nd % W;
         for (int i = 0; i < n_live; ++i) std::fill(total[i], total[i] + nd, 0.0);
-        for (int64_t j0 = 0; j0 < max_len; j0 += kKeysPerBlock) {
-            const int64_t j1 = std::min(max_len, j0 + kKeysPerBlock);
+        for (int64_t ja = j0; ja < end; ja += kKeysPerBlock) {
+            const int64_t jb = std::min(end, ja + kKeysPerBlock);
             switch (batches) {
-                case 0: accumulate_values<0>(live, n_live, weight, v, v_stride, d0, tail, j0, j1, total); break;
-                case 1: accumulate_values<1>(live, n_live, weight, v, v_stride, d0, tail, j0, j1, total); break;
-                case 2: accumulate_values<2>(live, n_live, weight, v, v_stride, d0, tail, j0, j1, total); break;
-                case 3: accumulate_values<3>(live, n_live, weight, v, v_stride, d0, tail, j0, j1, total); break;
-                default: accumulate_values<4>(live, n_live, weight, v, v_stride, d0, tail, j0, j1, total); break;
+                case 0: accumulate_values<0>(live, n_live, weight, j0, v, v_stride, d0, tail, ja, jb, end, total); break;
+                case 1: accumulate_values<1>(live, n_live, weight, j0, v, v_stride, d0, tail, ja, jb, end, total); break;
+                case 2: accumulate_values<2>(live, n_live, weight, j0, v, v_stride, d0, tail, ja, jb, end, total); break;
+                case 3: accumulate_values<3>(live, n_live, weight, j0, v, v_stride, d0, tail, ja, jb, end, total); break;
+                default: accumulate_values<4>(live, n_live, weight, j0, v, v_stride, d0, tail, ja, jb, end, total); break;
             }
         }
-        for (int i = 0; i < n_live; ++i)
-            for (int64_t d = 0; d < nd; ++d) live[i].out[d0 + d] = static_cast<float>(total[i][d] * inv_sum[i]);
+        for (int i = 0; i < n_live; ++i) std::copy(total[i], total[i] + nd, live_partial[i] + 2 + d0);
     }
 }
 
+// Chunk `chunk` for every register tile of a block: query i's partial to
+// partials + i * partial_doubles(head_dim).
+template <class K, class V>
+void block_chunk(const AttentionQuery* queries, int nq, const K* k, size_t k_stride, const V* v, size_t v_stride,
+                 int64_t head_dim, float scale, float softcap, int64_t chunk, float* scratch,
+                 double* partials) noexcept {
+    const int64_t j0 = chunk * kAttentionChunk, j1 = j0 + kAttentionChunk;
+    const size_t pd = partial_doubles(head_dim);
+    for (int t0 = 0; t0 < nq; t0 += kQueries) {
+        const int nt = std::min(kQueries, nq - t0);
+        double* partial[kQueries];
+        for (int i = 0; i < nt; ++i) partial[i] = partials + static_cast<size_t>(t0 + i) * pd;
+        if (!tile_reaches(queries + t0, nt, j0, j1)) {
+            for (int i = 0; i < nt; ++i) partial[i][0] = kNoKeys, partial[i][1] = 0.0;
+            continue;
+        }
+        tile_chunk(queries + t0, nt, k, k_stride, v, v_stride, head_dim, scale, softcap, j0, j1, scratch, partial);
+    }
+}
+
+int64_t chunks_of(const AttentionQuery* queries, int nq) noexcept {
+    int64_t max_len = 0;
+    for (int i = 0; i < nq; ++i) max_len = std::max(max_len, queries[i].kv_len);
+    return (max_len + kAttentionChunk - 1) / kAttentionChunk;
+}
+
+template <class K, class V>
+void attend_block_typed(const AttentionQuery* queries, int nq, const K* k, size_t k_stride, const V* v,
+                        size_t v_stride, int64_t head_dim, float scale, float softcap, float* scratch) noexcept {
+    if (nq <= 0) return;
+    nq = std::min(nq, kMaxBlockQueries);
+    const size_t pd = partial_doubles(head_dim);
+    double* state = thread_doubles(2 * static_cast<size_t>(nq) * pd);  // running results, then chunk partials
+    double* chunk_partials = state + static_cast<size_t>(nq) * pd;
+    int64_t first_chunk = std::numeric_limits<int64_t>::max();
+    for (int i = 0; i < nq; ++i) {
+        state[static_cast<size_t>(i) * pd] = kNoKeys;
+        state[static_cast<size_t>(i) * pd + 1] = 0.0;
+        first_chunk = std::min(first_chunk, std::max<int64_t>(queries[i].kv_start, 0) / kAttentionChunk);
+    }
+    const int64_t n_chunks = chunks_of(queries, nq);
+    for (int64_t c = first_chunk; c < n_chunks; ++c) {
+        block_chunk(queries, nq, k, k_stride, v, v_stride, head_dim, scale, softcap, c, scratch, chunk_partials);
+        for (int i = 0; i < nq; ++i)
+            fold(state + static_cast<size_t>(i) * pd, chunk_partials + static_cast<size_t>(i) * pd, head_dim);
+    }
+    for (int i = 0; i < nq; ++i) finish(state + static_cast<size_t>(i) * pd, head_dim, queries[i].out);
+}
+
 }  // namespace
+
+size_t attend_block_scratch(int64_t max_kv_len) noexcept {
+    return std::max(static_cast<size_t>(std::max<int64_t>(max_kv_len, 0)), static_cast<size_t>(kQueries) * kScoreStride);
+}
+
+size_t attention_partial_doubles(int64_t head_dim) noexcept { return partial_doubles(head_dim); }
+
+int64_t attention_chunks(const AttentionQuery* queries, int n_queries) noexcept {
+    return chunks_of(queries, std::min(n_queries, kMaxBlockQueries));
+}
+
+void merge_attention_chunks(const double* partials, int64_t n_chunks, size_t chunk_stride, int64_t head_dim,
+                            float* out) noexcept {
+    const size_t pd = partial_doubles(head_dim);
+    double* state = thread_doubles(pd);
+    state[0] = kNoKeys;
+    state[1] = 0.0;
+    for (int64_t c = 0; c < n_chunks; ++c) fold(state, partials + static_cast<size_t>(c) * chunk_stride, head_dim);
+    finish(state, head_dim, out);
+}
 
 namespace {
 
@@ -389,6 +521,17 @@ void attend_block(const AttentionQuery* queries, int n_queries, CacheHead k, Cac
         with_rows(v, [&](const auto* v_rows, size_t v_stride) {
             attend_block_typed(queries, n_queries, k_rows, k_stride, v_rows, v_stride, head_dim, scale, softcap,
                                scratch);
+        });
+    });
+}
+
+void attend_chunk(const AttentionQuery* queries, int n_queries, CacheHead k, CacheHead v, int64_t head_dim,
+                  float scale, int64_t chunk, double* partials, float* scratch, float softcap) noexcept {
+    if (n_queries <= 0) return;
+    with_rows(k, [&](const auto* k_rows, size_t k_stride) {
+        with_rows(v, [&](const auto* v_rows, size_t v_stride) {
+            block_chunk(queries, std::min(n_queries, kMaxBlockQueries), k_rows, k_stride, v_rows, v_stride, head_dim,
+                        scale, softcap, chunk, scratch, partials);
         });
     });
 }

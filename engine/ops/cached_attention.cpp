@@ -150,51 +150,137 @@ void run_attention_reference(const Graph& g, const Node& n, const ExecContext& c
 }
 
 // The fast path: the queries reading one key/value head, in (token, head of
-// the group) order, go to attend_block four at a time, so each key and value
-// row is loaded once per block instead of once per query. A causal prompt's
-// later tokens read more keys, so blocks are handed out by cost (the keys
-// they read) rather than by count: with equal counts the thread holding the
-// last tokens did about three times the work of the other.
+// the group) order, go to attend_block kMaxBlockQueries at a time, so each
+// chunk of key and value rows is loaded once per block instead of once per
+// query.
+struct AttentionBlocks {
+    const AttentionInputs& in;
+    const Node& out;
+    int64_t group, per_head, blocks;
+
+    AttentionBlocks(const AttentionInputs& inputs, const Node& n)
+        : in(inputs),
+          out(n),
+          group(in.p.n_heads / in.p.n_kv_heads),
+          per_head(in.q.shape.rows() * group),
+          blocks((per_head + kernels::kMaxBlockQueries - 1) / kernels::kMaxBlockQueries) {}
+
+    int64_t items() const noexcept { return in.p.n_kv_heads * blocks; }
+    // The queries of block b of head kv_head; returns how many.
+    int queries(int64_t kv_head, int64_t b, kernels::AttentionQuery* q) const noexcept {
+        int nq = 0;
+        for (int64_t i = b * kernels::kMaxBlockQueries; i < std::min(per_head, (b + 1) * kernels::kMaxBlockQueries); ++i) {
+            const int64_t t = i / group, h = kv_head * group + i % group;
+            q[nq++] = {in.q.row(t) + h * in.p.head_dim, in.kv_len(t), in.valid(t), out.row(t) + h * in.p.head_dim,
+                       in.kv_start(t)};
+        }
+        return nq;
+    }
+    kernels::CacheHead head_of(const Node& cache, int64_t kv_head) const noexcept {
+        return kernels::CacheHead{cache.row<std::byte>(0) + offset_bytes(cache.type, kv_head * in.p.head_dim),
+                                  static_cast<size_t>(cache.shape.ne[0]), cache.type};
+    }
+};
+
+// A decode step of a grouped-query model has few blocks (TinyLlama: 4 key/
+// value heads, one block each): fewer than two per thread and a long cache,
+// and the chunks of each block are spread over the threads instead
+// (kernels::attend_chunk), their partial results folded afterwards
+// (merge_attention_chunks) with the bits attend_block gives. Only for a few
+// query rows, which bounds the shared scratch the partials need.
+constexpr int64_t kSplitMaxRows = 4;
+
+size_t split_partials_doubles(const Node& q, const Node& k, const CachedAttentionParams& p) noexcept {
+    if (q.shape.rows() > kSplitMaxRows) return 0;
+    const int64_t group = p.n_heads / p.n_kv_heads;
+    const int64_t blocks = (q.shape.rows() * group + kernels::kMaxBlockQueries - 1) / kernels::kMaxBlockQueries;
+    const int64_t chunks = (k.shape.rows() + kernels::kAttentionChunk - 1) / kernels::kAttentionChunk;
+    return static_cast<size_t>(p.n_kv_heads * blocks * chunks * kernels::kMaxBlockQueries) *
+           kernels::attention_partial_doubles(p.head_dim);
+}
+
+bool split_over_threads(const AttentionBlocks& ab, const ExecContext& ctx) noexcept {
+    if (ctx.nth < 2 || ctx.shared == nullptr || ctx.pool == nullptr || ab.items() >= 2 * int64_t{ctx.nth}) return false;
+    if (split_partials_doubles(ab.in.q, ab.in.k, ab.in.p) == 0) return false;
+    int64_t max_len = 0;
+    for (int64_t t = 0; t < ab.in.q.shape.rows(); ++t) max_len = std::max(max_len, ab.in.kv_len(t));
+    return max_len > kernels::kAttentionChunk;
+}
+
+// Units (block, chunk) are split evenly over the threads; each writes its
+// queries' partials to ctx.shared: [block][chunk][query of the block]. After
+// a barrier, the queries are split over the threads, each folding its chunks.
+void run_attention_split(const AttentionBlocks& ab, const ExecContext& ctx) {
+    const CachedAttentionParams& p = ab.in.p;
+    int64_t max_len = 0;
+    for (int64_t t = 0; t < ab.in.q.shape.rows(); ++t) max_len = std::max(max_len, ab.in.kv_len(t));
+    const int64_t chunks = (max_len + kernels::kAttentionChunk - 1) / kernels::kAttentionChunk;
+    const size_t pd = kernels::attention_partial_doubles(p.head_dim);
+    const size_t chunk_stride = static_cast<size_t>(kernels::kMaxBlockQueries) * pd;
+    const size_t item_stride = static_cast<size_t>(chunks) * chunk_stride;
+    // Another node's fold may still read the shared scratch: the executor
+    // elides barriers between independent nodes.
+    ctx.pool->barrier();
+    const auto [u0, u1] = split_range(ab.items() * chunks, ctx.ith, ctx.nth);
+    for (int64_t u = u0; u < u1; ++u) {
+        const int64_t item = u / chunks, c = u % chunks;
+        const int64_t kv_head = item / ab.blocks, b = item % ab.blocks;
+        kernels::AttentionQuery queries[kernels::kMaxBlockQueries];
+        const int nq = ab.queries(kv_head, b, queries);
+        kernels::attend_chunk(queries, nq, ab.head_of(ab.in.k, kv_head), ab.head_of(ab.in.v, kv_head), p.head_dim,
+                              p.scale, c, ctx.shared + static_cast<size_t>(item) * item_stride + c * chunk_stride,
+                              ctx.scratch, p.softcap);
+    }
+    ctx.pool->barrier();
+    const auto [o0, o1] = split_range(ab.items() * kernels::kMaxBlockQueries, ctx.ith, ctx.nth);
+    for (int64_t o = o0; o < o1; ++o) {
+        const int64_t item = o / kernels::kMaxBlockQueries, i = o % kernels::kMaxBlockQueries;
+        const int64_t kv_head = item / ab.blocks, b = item % ab.blocks;
+        kernels::AttentionQuery queries[kernels::kMaxBlockQueries];
+        if (i >= ab.queries(kv_head, b, queries)) continue;
+        kernels::merge_attention_chunks(ctx.shared + static_cast<size_t>(item) * item_stride + static_cast<size_t>(i) * pd,
+                                        chunks, chunk_stride, p.head_dim, queries[i].out);
+    }
+}
+
+// Otherwise each thread takes whole blocks. A causal prompt's later tokens
+// read more keys, so blocks are handed out by cost (the keys they read)
+// rather than by count: with equal counts the thread holding the last tokens
+// did about three times the work of the other.
 void run_attention_blocks(const Graph& g, const Node& n, const ExecContext& ctx) {
     const AttentionInputs in(g, n);
+    const AttentionBlocks ab(in, n);
+    if (split_over_threads(ab, ctx)) return run_attention_split(ab, ctx);
     const CachedAttentionParams& p = in.p;
-    const int64_t group = p.n_heads / p.n_kv_heads;
-    const int64_t per_head = in.q.shape.rows() * group;  // queries per key/value head
     constexpr int64_t kBlock = kernels::kMaxBlockQueries;
-    const int64_t blocks = (per_head + kBlock - 1) / kBlock;
     constexpr int64_t kBlockOverhead = 16;  // in keys: the per-block work that does not scale with them
     const auto cost = [&](int64_t b) {
         int64_t keys = kBlockOverhead;
-        for (int64_t i = b * kBlock; i < std::min(per_head, (b + 1) * kBlock); ++i) keys += in.kv_len(i / group);
+        for (int64_t i = b * kBlock; i < std::min(ab.per_head, (b + 1) * kBlock); ++i) keys += in.kv_len(i / ab.group);
         return keys;
     };
     int64_t per_head_cost = 0;
-    for (int64_t b = 0; b < blocks; ++b) per_head_cost += cost(b);
+    for (int64_t b = 0; b < ab.blocks; ++b) per_head_cost += cost(b);
     const int64_t total = per_head_cost * p.n_kv_heads;
     const int64_t lo = total * ctx.ith / ctx.nth, hi = total * (ctx.ith + 1) / ctx.nth;
 
-    const auto head_of = [&](const Node& cache, int64_t kv_head) {
-        return kernels::CacheHead{cache.row<std::byte>(0) + offset_bytes(cache.type, kv_head * p.head_dim),
-                                  static_cast<size_t>(cache.shape.ne[0]), cache.type};
-    };
     int64_t start = 0;
     for (int64_t kv_head = 0; kv_head < p.n_kv_heads && start < hi; ++kv_head) {
-        for (int64_t b = 0; b < blocks && start < hi; ++b) {
+        for (int64_t b = 0; b < ab.blocks && start < hi; ++b) {
             const int64_t c = cost(b);
             const bool mine = start >= lo;
             start += c;
             if (!mine) continue;
             kernels::AttentionQuery queries[kBlock];
-            int nq = 0;
-            for (int64_t i = b * kBlock; i < std::min(per_head, (b + 1) * kBlock); ++i) {
-                const int64_t t = i / group, h = kv_head * group + i % group;
-                queries[nq++] = {in.q.row(t) + h * p.head_dim, in.kv_len(t), in.valid(t), n.row(t) + h * p.head_dim,
-                                 in.kv_start(t)};
-            }
-            kernels::attend_block(queries, nq, head_of(in.k, kv_head), head_of(in.v, kv_head), p.head_dim, p.scale,
-                                  ctx.scratch, p.softcap);
+            const int nq = ab.queries(kv_head, b, queries);
+            kernels::attend_block(queries, nq, ab.head_of(in.k, kv_head), ab.head_of(in.v, kv_head), p.head_dim,
+                                  p.scale, ctx.scratch, p.softcap);
         }
     }
+}
+
+size_t attention_shared_doubles(const Graph& g, const Node& n) {
+    return split_partials_doubles(g.node(n.src[kQuery]), g.node(n.src[kKeys]), n.param<CachedAttentionParams>());
 }
 
 size_t attention_scratch(const Graph& g, const Node& n) {
@@ -270,8 +356,12 @@ NodeId cached_attention(Graph& g, NodeId q, NodeId k_cache, NodeId v_cache, Node
 }  // namespace ops
 
 namespace ops::defs {
+// OwnData holds for attention's split form too: the shared scratch it writes
+// is fenced by its own barriers (run_attention_split).
 extern const OpDef kStoreKV{OpKind::StoreKV, MemoryEffects::OwnData, run_store_kv<true>, run_store_kv<false>};
-extern const OpDef kCachedAttention{OpKind::CachedAttention, MemoryEffects::OwnData, run_attention_blocks, run_attention_reference, attention_scratch};
+extern const OpDef kCachedAttention{OpKind::CachedAttention, MemoryEffects::OwnData, run_attention_blocks,
+                                    run_attention_reference, attention_scratch, nullptr, nullptr,
+                                    attention_shared_doubles};
 }  // namespace ops::defs
 
 }  // namespace kiln

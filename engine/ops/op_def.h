@@ -21,6 +21,12 @@ struct ExecContext {
     int nth = 1;                               // threads in the run
     float* scratch = nullptr;                  // this thread's scratch
     const kernels::MatmulKernels* matmul = nullptr;
+    // Scratch shared by every thread of the run (OpDef::shared_scratch_doubles),
+    // and the pool: an op whose work has a shared phase (threads write
+    // partial results, then read each other's) waits at pool->barrier()
+    // between the phases, every thread the same number of times.
+    double* shared = nullptr;
+    ThreadPool* pool = nullptr;
 };
 
 using ForwardFn = void (*)(const Graph& g, const Node& node, const ExecContext& ctx);
@@ -63,6 +69,8 @@ struct OpDef {
     // number of threads before each run. Used with more than one thread; null:
     // the op splits its work statically in `forward`.
     ClaimingForwardFn claiming_forward = nullptr;
+    // Doubles of ExecContext::shared the fast forward may use (null: none).
+    size_t (*shared_scratch_doubles)(const Graph& g, const Node& node) = nullptr;
 };
 
 const OpDef& op_def(OpKind kind);

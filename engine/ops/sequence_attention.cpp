@@ -195,7 +195,9 @@ void run_sequence_attention(const Graph& g, const Node& n, const ExecContext& ct
     }
 }
 
-size_t forward_scratch(const Graph& g, const Node& n) { return static_cast<size_t>(Layout(g, n).kv_len); }
+size_t forward_scratch(const Graph& g, const Node& n) {
+    return kernels::attend_block_scratch(Layout(g, n).kv_len);  // at least kv_len: the dropout path's too
+}
 
 // Output rows of the gradient node: dq, then dk, then dv (of key/value head kvh).
 struct GradRows {
