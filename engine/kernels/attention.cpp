@@ -92,8 +92,10 @@ static_assert(W % kQueries == 0, "a score tile fills one batch");
 static_assert(kMaxBlockQueries % kQueries == 0, "a block is whole register tiles");
 static_assert(kAttentionChunk % kKeysPerBlock == 0 && kAttentionChunk % W == 0,
               "chunks are whole score tiles and value blocks");
-// Value dimensions per pass: up to four batches per query stay in registers.
-constexpr int64_t kMaxValueBatches = 4;
+// Value dimensions per pass: the batches of every query of a register tile
+// stay in registers with the value row's batches (AVX-512's 32 registers hold
+// 4 x 4 + 4, AVX2's 16 hold 4 x 2 + 2; more spills them to the stack).
+constexpr int64_t kMaxValueBatches = W >= 16 ? 4 : 2;
 constexpr int64_t kDimsPerPass = kMaxValueBatches * W;
 // A tile's scores for one chunk: kAttentionChunk floats per query, padded.
 constexpr size_t kScoreStride = static_cast<size_t>(kAttentionChunk + W);
@@ -130,6 +132,14 @@ batch in_row_order(batch sums) noexcept {
         return _mm512_load_si512(lanes);
     }();
     return batch(_mm512_permutexvar_ps(index, sums));
+#elif defined(__AVX2__)
+    static_assert(W == 8);
+    static const __m256i index = [] {
+        alignas(32) int32_t lanes[8];
+        for (int r = 0; r < 8; ++r) lanes[r] = haddp_lane_of_row()[static_cast<size_t>(r)];
+        return _mm256_load_si256(reinterpret_cast<const __m256i*>(lanes));
+    }();
+    return batch(_mm256_permutevar8x32_ps(sums, index));
 #else
     alignas(64) float in[W], out[W];
     sums.store_aligned(in);
@@ -145,10 +155,15 @@ batch in_row_order(batch sums) noexcept {
 // depend on its block. A key row that no query uses may still be loaded (it
 // lies inside the cache) but its lanes are dropped. Rows up to prefetch_end
 // are asked for ahead of use.
-template <int Q, class K>
-void scores(const AttentionQuery* queries, int nq, const float* const* q, const K* k, size_t k_stride,
-            int64_t j_begin, int64_t j_end, int64_t prefetch_end, int64_t head_dim, float scale, float softcap,
-            float* const* score, float* max_out, int64_t* n_valid_out) noexcept {
+//
+// The value rows of the same keys are asked for too: pass 3 reads them once
+// the chunk's scores are done, and by then they are in L1/L2 instead of a
+// DRAM latency away (the head's rows are kv_dim apart, a stride the hardware
+// prefetcher loses at every page).
+template <int Q, class K, class V>
+void scores(const AttentionQuery* queries, int nq, const float* const* q, const K* k, size_t k_stride, const V* v,
+            size_t v_stride, int64_t j_begin, int64_t j_end, int64_t prefetch_end, int64_t head_dim, float scale,
+            float softcap, float* const* score, float* max_out, int64_t* n_valid_out) noexcept {
     constexpr int64_t kTileKeys = W / Q;
     const int64_t vector_dims = head_dim - head_dim % W;
     const std::array<int, W>& lane_of = haddp_lane_of_row();
@@ -170,6 +185,8 @@ void scores(const AttentionQuery* queries, int nq, const float* const* q, const 
             key[t] = k + static_cast<size_t>(std::min(j0 + t, j_end - 1)) * k_stride;
             prefetch(cache_rows::address(k + static_cast<size_t>(std::min(j0 + t + kPrefetchRows, prefetch_end - 1)) * k_stride, 0),
                      cache_rows::span_bytes<K>(head_dim));
+            prefetch(cache_rows::address(v + static_cast<size_t>(std::min(j0 + t, j_end - 1)) * v_stride, 0),
+                     cache_rows::span_bytes<V>(head_dim));
         }
         batch acc[W];
         for (auto& a : acc) a = batch(0.0f);
@@ -189,7 +206,7 @@ void scores(const AttentionQuery* queries, int nq, const float* const* q, const 
             max_v = xsimd::max(max_v, s);
             s.store_aligned(ordered);
             for (int i = 0; i < nq; ++i) {
-                std::copy(ordered + i * kTileKeys, ordered + (i + 1) * kTileKeys, score[i] + (j0 - j_begin));
+                for (int64_t t = 0; t < kTileKeys; ++t) score[i][j0 - j_begin + t] = ordered[i * kTileKeys + t];
                 n_valid[i] += kTileKeys;
             }
             continue;
@@ -244,15 +261,16 @@ double exponentiate(float* score, int64_t n, float max) noexcept {
 // float (in key order) and then added to the double totals. A key row is read
 // only if some query uses it, and only the queries that use it add it, so
 // rows masked for the whole tile (possibly NaN) are never touched and a
-// query's sum does not depend on its tile.
-template <int64_t Batches, class V>
+// query's sum does not depend on its tile. Q is the register tile's size (1,
+// 2 or 4 >= nq; rows past nq repeat the last query's weights, never stored).
+template <int Q, int64_t Batches, class V>
 void accumulate_values(const AttentionQuery* queries, int nq, const float* const* weight, int64_t base, const V* v,
                        size_t v_stride, int64_t d0, int64_t tail, int64_t j0, int64_t j1, int64_t prefetch_end,
                        double (*total)[kDimsPerPass]) noexcept {
     constexpr int64_t kBatches = Batches > 0 ? Batches : 1;  // arrays of at least one
     if constexpr (Batches == kMaxValueBatches) tail = 0;     // a full pass has no tail
-    batch acc[kQueries][kBatches];
-    float tail_acc[kQueries][W] = {};
+    batch acc[Q][kBatches];
+    float tail_acc[Q][W] = {};
     for (auto& row : acc)
         for (auto& a : row) a = batch(0.0f);
     const auto prefetch_row = [&](int64_t j) {
@@ -270,7 +288,7 @@ void accumulate_values(const AttentionQuery* queries, int nq, const float* const
         prefetch_row(j);
         batch vv[kBatches];
         for (int64_t b = 0; b < Batches; ++b) vv[b] = load(row, d0 + b * W);
-        for (int i = 0; i < nq; ++i) {
+        for (int i = 0; i < Q; ++i) {
             const float w = weight[i][j - base];
             const batch wv(w);
             for (int64_t b = 0; b < Batches; ++b) acc[i][b] = xsimd::fma(wv, vv[b], acc[i][b]);
@@ -286,7 +304,7 @@ void accumulate_values(const AttentionQuery* queries, int nq, const float* const
         prefetch_row(j);
         batch vv[kBatches];
         for (int64_t b = 0; b < Batches; ++b) vv[b] = load(row, d0 + b * W);
-        for (int i = 0; i < kQueries; ++i) {
+        for (int i = 0; i < Q; ++i) {
             if ((users >> i & 1u) == 0) continue;
             const float w = weight[i][j - base];
             const batch wv(w);
@@ -300,6 +318,26 @@ void accumulate_values(const AttentionQuery* queries, int nq, const float* const
         for (int64_t b = 0; b < Batches; ++b) acc[i][b].store_aligned(part + b * W);
         for (int64_t d = 0; d < Batches * W; ++d) total[i][d] += static_cast<double>(part[d]);
         for (int64_t d = 0; d < tail; ++d) total[i][Batches * W + d] += static_cast<double>(tail_acc[i][d]);
+    }
+}
+
+// accumulate_values for a pass of `batches` whole batches and `tail` floats.
+template <int Q, class V>
+void accumulate_pass(int64_t batches, const AttentionQuery* queries, int nq, const float* const* weight, int64_t base,
+                     const V* v, size_t v_stride, int64_t d0, int64_t tail, int64_t j0, int64_t j1,
+                     int64_t prefetch_end, double (*total)[kDimsPerPass]) noexcept {
+    static_assert(kMaxValueBatches == 2 || kMaxValueBatches == 4);
+    switch (batches) {
+        case 0: return accumulate_values<Q, 0>(queries, nq, weight, base, v, v_stride, d0, tail, j0, j1, prefetch_end, total);
+        case 1: return accumulate_values<Q, 1>(queries, nq, weight, base, v, v_stride, d0, tail, j0, j1, prefetch_end, total);
+        case 2: return accumulate_values<Q, 2>(queries, nq, weight, base, v, v_stride, d0, tail, j0, j1, prefetch_end, total);
+        case 3:
+            if constexpr (kMaxValueBatches > 3)
+                return accumulate_values<Q, 3>(queries, nq, weight, base, v, v_stride, d0, tail, j0, j1, prefetch_end, total);
+            [[fallthrough]];
+        default:
+            return accumulate_values<Q, kMaxValueBatches>(queries, nq, weight, base, v, v_stride, d0, tail, j0, j1,
+                                                          prefetch_end, total);
     }
 }
 
@@ -373,9 +411,9 @@ template <class K, class V>
     int64_t n_valid[kQueries] = {};
     std::fill(max, max + kQueries, kNegInf);
     if (end > j0) {
-        if (nq == 1) scores<1>(queries, nq, q, k, k_stride, j0, end, max_len, head_dim, scale, softcap, score, max, n_valid);
-        else if (nq == 2) scores<2>(queries, nq, q, k, k_stride, j0, end, max_len, head_dim, scale, softcap, score, max, n_valid);
-        else scores<kQueries>(queries, nq, q, k, k_stride, j0, end, max_len, head_dim, scale, softcap, score, max, n_valid);
+        if (nq == 1) scores<1>(queries, nq, q, k, k_stride, v, v_stride, j0, end, max_len, head_dim, scale, softcap, score, max, n_valid);
+        else if (nq == 2) scores<2>(queries, nq, q, k, k_stride, v, v_stride, j0, end, max_len, head_dim, scale, softcap, score, max, n_valid);
+        else scores<kQueries>(queries, nq, q, k, k_stride, v, v_stride, j0, end, max_len, head_dim, scale, softcap, score, max, n_valid);
     }
 
     // Queries with no key in the chunk take no part in pass 3.
@@ -405,13 +443,9 @@ template <class K, class V>
         for (int i = 0; i < n_live; ++i) std::fill(total[i], total[i] + nd, 0.0);
         for (int64_t ja = j0; ja < end; ja += kKeysPerBlock) {
             const int64_t jb = std::min(end, ja + kKeysPerBlock);
-            switch (batches) {
-                case 0: accumulate_values<0>(live, n_live, weight, j0, v, v_stride, d0, tail, ja, jb, end, total); break;
-                case 1: accumulate_values<1>(live, n_live, weight, j0, v, v_stride, d0, tail, ja, jb, end, total); break;
-                case 2: accumulate_values<2>(live, n_live, weight, j0, v, v_stride, d0, tail, ja, jb, end, total); break;
-                case 3: accumulate_values<3>(live, n_live, weight, j0, v, v_stride, d0, tail, ja, jb, end, total); break;
-                default: accumulate_values<4>(live, n_live, weight, j0, v, v_stride, d0, tail, ja, jb, end, total); break;
-            }
+            if (n_live == 1) accumulate_pass<1>(batches, live, n_live, weight, j0, v, v_stride, d0, tail, ja, jb, end, total);
+            else if (n_live == 2) accumulate_pass<2>(batches, live, n_live, weight, j0, v, v_stride, d0, tail, ja, jb, end, total);
+            else accumulate_pass<kQueries>(batches, live, n_live, weight, j0, v, v_stride, d0, tail, ja, jb, end, total);
         }
         for (int i = 0; i < n_live; ++i) std::copy(total[i], total[i] + nd, live_partial[i] + 2 + d0);
     }

@@ -1,0 +1,166 @@
+// kiln-attention-bench: the cached-attention op alone, as a model's layer runs
+// it: one step of T query tokens after D tokens already in the cache, with
+// TinyLlama's heads by default (32 query heads sharing 4 key/value heads of
+// 64). It times the graph op through the executor (so a decode step's split
+// over threads is included) and reports per step:
+//   * microseconds (best of -r runs, after one warm-up),
+//   * GFLOP/s: 4 · head_dim FLOPs per (query head, key) pair it reads
+//     (q·k and the weighted value sum),
+//   * GB/s: the cache bytes the step reads (every key and value row of each
+//     key/value head once), what bounds a decode step at depth.
+// The cache is 2 GiB of rows at most; rows are random, written before timing.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "engine/core/dtype.h"
+#include "engine/graph/executor.h"
+#include "engine/ops/ops.h"
+#include "engine/runtime/thread_pool.h"
+#include "tools/common/cli.h"
+
+namespace {
+
+struct Options {
+    std::vector<int> threads{1, 2};
+    std::vector<int64_t> depths{512, 4096};
+    std::vector<int64_t> tokens{1};
+    std::vector<kiln::DType> types{kiln::DType::F16};
+    int64_t heads = 32, kv_heads = 4, head_dim = 64;
+    int reps = 5;
+};
+
+constexpr const char* kUsage = R"(usage: kiln-attention-bench [options]
+
+Times one cached-attention step (T query tokens after D cached tokens).
+
+options:
+  -t, --threads LIST     thread counts (default 1,2)
+  -d, --depth LIST       tokens already in the cache (default 512,4096)
+  -p, --tokens LIST      query tokens per step, causal among themselves (default 1: a decode step)
+  -ct, --cache-type LIST cache types for keys and values: f32, f16, bf16, q8_0, q4_0 (default f16)
+  --heads N              query heads (default 32)
+  --kv-heads N           key/value heads (default 4)
+  --head-dim N           head size (default 64)
+  -r, --reps N           timed runs, best reported (default 5)
+  -h, --help             show this help
+)";
+
+template <class T, class F>
+std::vector<T> parse_list(std::string_view text, F&& parse) {
+    std::vector<T> out;
+    for (size_t start = 0;;) {
+        const size_t comma = text.find(',', start);
+        out.push_back(parse(text.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start)));
+        if (comma == std::string_view::npos) return out;
+        start = comma + 1;
+    }
+}
+
+kiln::DType cache_type(std::string_view s) {
+    for (kiln::DType t : {kiln::DType::F32, kiln::DType::F16, kiln::DType::BF16, kiln::DType::Q8_0, kiln::DType::Q4_0})
+        if (s == kiln::dtype_name(t)) return t;
+    kiln::cli::usage_error("--cache-type '{}' is not one of f32, f16, bf16, q8_0, q4_0", s);
+}
+
+struct Result {
+    double best_seconds;
+    double flops, bytes;
+};
+
+Result time_step(const Options& o, kiln::DType type, int64_t depth, int64_t tokens, int threads) {
+    using namespace kiln;
+    const int64_t width = o.kv_heads * o.head_dim, rows = depth + tokens;
+    const size_t cache_bytes = *checked_bytes(type, static_cast<uint64_t>(width * rows));
+    if (cache_bytes > (size_t{1} << 31)) cli::usage_error("depth {} makes a cache over 2 GiB", depth);
+    std::mt19937 rng(7);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> floats(static_cast<size_t>(width * rows));
+    std::vector<std::byte> k_cache(cache_bytes), v_cache(cache_bytes);
+    const TypeTraits& tt = type_traits(type);
+    for (auto* cache : {&k_cache, &v_cache}) {
+        for (float& x : floats) x = normal(rng);
+        tt.from_float_ref(floats.data(), cache->data(), width * rows);
+    }
+    Graph g;
+    const NodeId q = g.input("q", DType::F32, Shape::of({o.heads * o.head_dim, tokens}));
+    const NodeId pos = g.input("pos", DType::I32, Shape::of({tokens}));
+    const NodeId kc = g.state("k", type, Shape::of({width, rows}), k_cache.data());
+    const NodeId vc = g.state("v", type, Shape::of({width, rows}), v_cache.data());
+    const NodeId out = ops::cached_attention(g, q, kc, vc, pos, kNoNode, o.heads, o.kv_heads, o.head_dim,
+                                             {1.0f / std::sqrt(static_cast<float>(o.head_dim)), 0.0f, 0});
+    g.mark_output(out);
+    for (int64_t i = 0; i < o.heads * o.head_dim * tokens; ++i) g.node(q).row(0)[i] = normal(rng);
+    int64_t pairs = 0;  // (query token, key) pairs per query head
+    for (int64_t t = 0; t < tokens; ++t) {
+        g.node(pos).row<int32_t>(0)[t] = static_cast<int32_t>(depth + t);
+        pairs += depth + t + 1;
+    }
+    ThreadPool pool(threads);
+    Executor exec(g);
+    exec.run(pool);  // warm-up
+    double best = 1e30;
+    for (int r = 0; r < o.reps; ++r) {
+        const auto t0 = std::chrono::steady_clock::now();
+        exec.run(pool);
+        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    return {best, 4.0 * static_cast<double>(pairs * o.heads * o.head_dim), 2.0 * static_cast<double>(cache_bytes)};
+}
+
+int run(int argc, char** argv) {
+    Options o;
+    kiln::cli::Args args(argc, argv);
+    while (!args.done()) {
+        const std::string_view a = args.next();
+        if (a == "-h" || a == "--help") {
+            fmt::print("{}", kUsage);
+            return 0;
+        } else if (a == "-t" || a == "--threads") {
+            o.threads = parse_list<int>(args.value(a), [&](std::string_view s) { return static_cast<int>(kiln::cli::parse_int(a, s, 1, 4096)); });
+        } else if (a == "-d" || a == "--depth") {
+            o.depths = parse_list<int64_t>(args.value(a), [&](std::string_view s) { return kiln::cli::parse_int(a, s, 1); });
+        } else if (a == "-p" || a == "--tokens") {
+            o.tokens = parse_list<int64_t>(args.value(a), [&](std::string_view s) { return kiln::cli::parse_int(a, s, 1); });
+        } else if (a == "-ct" || a == "--cache-type") {
+            o.types = parse_list<kiln::DType>(args.value(a), cache_type);
+        } else if (a == "--heads") {
+            o.heads = kiln::cli::parse_int(a, args.value(a), 1);
+        } else if (a == "--kv-heads") {
+            o.kv_heads = kiln::cli::parse_int(a, args.value(a), 1);
+        } else if (a == "--head-dim") {
+            o.head_dim = kiln::cli::parse_int(a, args.value(a), 1);
+        } else if (a == "-r" || a == "--reps") {
+            o.reps = static_cast<int>(kiln::cli::parse_int(a, args.value(a), 1));
+        } else {
+            kiln::cli::usage_error("unknown option '{}'", a);
+        }
+    }
+    if (o.heads % o.kv_heads != 0) kiln::cli::usage_error("--heads {} is not a multiple of --kv-heads {}", o.heads, o.kv_heads);
+    fmt::print("heads {}/{} of {}; best of {} runs\n\n", o.heads, o.kv_heads, o.head_dim, o.reps);
+    fmt::print("| cache | threads | depth | tokens | us/step | GFLOP/s | cache GB/s |\n");
+    fmt::print("|---|--:|--:|--:|--:|--:|--:|\n");
+    for (kiln::DType type : o.types)
+        for (int64_t depth : o.depths)
+            for (int64_t tokens : o.tokens)
+                for (int threads : o.threads) {
+                    const Result r = time_step(o, type, depth, tokens, threads);
+                    fmt::print("| {} | {} | {} | {} | {:.1f} | {:.1f} | {:.1f} |\n", kiln::dtype_name(type), threads, depth,
+                               tokens, r.best_seconds * 1e6, r.flops / r.best_seconds * 1e-9,
+                               r.bytes / r.best_seconds * 1e-9);
+                }
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    return kiln::cli::run_tool("kiln-attention-bench", [&] { return run(argc, argv); });
+}
