@@ -190,12 +190,16 @@ struct AttentionBlocks {
 // query rows, which bounds the shared scratch the partials need.
 constexpr int64_t kSplitMaxRows = 4;
 
+// Queries per block (the partials' slots): fewer than kMaxBlockQueries when
+// the step has fewer queries per key/value head.
+int64_t block_slots(int64_t per_head) noexcept { return std::min<int64_t>(kernels::kMaxBlockQueries, per_head); }
+
 size_t split_partials_doubles(const Node& q, const Node& k, const CachedAttentionParams& p) noexcept {
     if (q.shape.rows() > kSplitMaxRows) return 0;
-    const int64_t group = p.n_heads / p.n_kv_heads;
-    const int64_t blocks = (q.shape.rows() * group + kernels::kMaxBlockQueries - 1) / kernels::kMaxBlockQueries;
+    const int64_t per_head = q.shape.rows() * (p.n_heads / p.n_kv_heads);
+    const int64_t blocks = (per_head + kernels::kMaxBlockQueries - 1) / kernels::kMaxBlockQueries;
     const int64_t chunks = (k.shape.rows() + kernels::kAttentionChunk - 1) / kernels::kAttentionChunk;
-    return static_cast<size_t>(p.n_kv_heads * blocks * chunks * kernels::kMaxBlockQueries) *
+    return static_cast<size_t>(p.n_kv_heads * blocks * chunks * block_slots(per_head)) *
            kernels::attention_partial_doubles(p.head_dim);
 }
 
@@ -208,7 +212,7 @@ bool split_over_threads(const AttentionBlocks& ab, const ExecContext& ctx) noexc
 }
 
 // Units (block, chunk) are split evenly over the threads; each writes its
-// queries' partials to ctx.shared: [block][chunk][query of the block]. After
+// queries' partials to ctx.shared: [block][chunk][query slot]. After
 // a barrier, the queries are split over the threads, each folding its chunks.
 void run_attention_split(const AttentionBlocks& ab, const ExecContext& ctx) {
     const CachedAttentionParams& p = ab.in.p;
@@ -216,7 +220,8 @@ void run_attention_split(const AttentionBlocks& ab, const ExecContext& ctx) {
     for (int64_t t = 0; t < ab.in.q.shape.rows(); ++t) max_len = std::max(max_len, ab.in.kv_len(t));
     const int64_t chunks = (max_len + kernels::kAttentionChunk - 1) / kernels::kAttentionChunk;
     const size_t pd = kernels::attention_partial_doubles(p.head_dim);
-    const size_t chunk_stride = static_cast<size_t>(kernels::kMaxBlockQueries) * pd;
+    const int64_t slots = block_slots(ab.per_head);
+    const size_t chunk_stride = static_cast<size_t>(slots) * pd;
     const size_t item_stride = static_cast<size_t>(chunks) * chunk_stride;
     // Another node's fold may still read the shared scratch: the executor
     // elides barriers between independent nodes.
@@ -232,9 +237,9 @@ void run_attention_split(const AttentionBlocks& ab, const ExecContext& ctx) {
                               ctx.scratch, p.softcap);
     }
     ctx.pool->barrier();
-    const auto [o0, o1] = split_range(ab.items() * kernels::kMaxBlockQueries, ctx.ith, ctx.nth);
+    const auto [o0, o1] = split_range(ab.items() * slots, ctx.ith, ctx.nth);
     for (int64_t o = o0; o < o1; ++o) {
-        const int64_t item = o / kernels::kMaxBlockQueries, i = o % kernels::kMaxBlockQueries;
+        const int64_t item = o / slots, i = o % slots;
         const int64_t kv_head = item / ab.blocks, b = item % ab.blocks;
         kernels::AttentionQuery queries[kernels::kMaxBlockQueries];
         if (i >= ab.queries(kv_head, b, queries)) continue;
