@@ -438,9 +438,14 @@ int generate_causal(const Options& o, std::shared_ptr<const kiln::GgufFile> file
     }
     std::fflush(stdout);
     const double gen_seconds = seconds_since(gen_start);
-    fmt::print(stderr, "kiln: load {:.3f} s | prompt {} tokens, {:.1f} tokens/s | generation {} tokens, {:.1f} tokens/s\n",
-               load_seconds, prompt_tokens, prompt_tokens / prompt_seconds, generated,
-               generated > 0 ? generated / gen_seconds : 0.0);
+    // Tokens restored from the prompt cache were not evaluated: the rate counts the others.
+    const auto evaluated = prompt_tokens - static_cast<int64_t>(reused);
+    const std::string prompt_figures =
+        reused > 0 ? fmt::format("prompt {} tokens ({} from the prompt cache), {} evaluated at {:.1f} tokens/s",
+                                 prompt_tokens, reused, evaluated, evaluated / prompt_seconds)
+                   : fmt::format("prompt {} tokens, {:.1f} tokens/s", prompt_tokens, prompt_tokens / prompt_seconds);
+    fmt::print(stderr, "kiln: load {:.3f} s | {} | generation {} tokens, {:.1f} tokens/s\n", load_seconds,
+               prompt_figures, generated, generated > 0 ? generated / gen_seconds : 0.0);
     return 0;
 }
 
