@@ -375,13 +375,9 @@ void finish(const double* state, int64_t head_dim, float* out) noexcept {
     for (int64_t d = 0; d < head_dim; ++d) out[d] = static_cast<float>(state[2 + d] * inv_sum);
 }
 
-// Whether some query of a tile may use a key of [j0, j1) (masks aside). When
-// none does, the tile's partials for the chunk are all empty.
-bool tile_reaches(const AttentionQuery* queries, int nq, int64_t j0, int64_t j1) noexcept {
-    for (int i = 0; i < nq; ++i)
-        if (queries[i].kv_len > j0 && queries[i].kv_start < j1) return true;
-    return false;
-}
+// Whether a query may use a key of [j0, j1) (masks aside). When it cannot,
+// its partial for the chunk is empty.
+bool reaches(const AttentionQuery& q, int64_t j0, int64_t j1) noexcept { return q.kv_len > j0 && q.kv_start < j1; }
 
 // The per-thread doubles the block walk keeps (running states, one tile's
 // chunk partials); grown on first use, never shrunk.
@@ -451,24 +447,33 @@ template <class K, class V>
     }
 }
 
-// Chunk `chunk` for every register tile of a block: query i's partial to
-// partials + i * partial_doubles(head_dim).
+// Chunk `chunk` for a block: the queries that reach it are packed into
+// register tiles (a tile computes every dot product of its queries and keys,
+// so a query that needs none of the chunk's keys, such as another sequence's
+// in a batched decode step, would only waste them); query i's partial to
+// partials + i * partial_doubles(head_dim), empty for the others. A query's
+// result does not depend on its tile, so the packing keeps every bit.
 template <class K, class V>
 void block_chunk(const AttentionQuery* queries, int nq, const K* k, size_t k_stride, const V* v, size_t v_stride,
                  int64_t head_dim, float scale, float softcap, int64_t chunk, float* scratch,
                  double* partials) noexcept {
     const int64_t j0 = chunk * kAttentionChunk, j1 = j0 + kAttentionChunk;
     const size_t pd = partial_doubles(head_dim);
-    for (int t0 = 0; t0 < nq; t0 += kQueries) {
-        const int nt = std::min(kQueries, nq - t0);
-        double* partial[kQueries];
-        for (int i = 0; i < nt; ++i) partial[i] = partials + static_cast<size_t>(t0 + i) * pd;
-        if (!tile_reaches(queries + t0, nt, j0, j1)) {
-            for (int i = 0; i < nt; ++i) partial[i][0] = kNoKeys, partial[i][1] = 0.0;
+    AttentionQuery reaching[kMaxBlockQueries];
+    double* partial[kMaxBlockQueries];
+    int n = 0;
+    for (int i = 0; i < nq; ++i) {
+        double* p = partials + static_cast<size_t>(i) * pd;
+        if (!reaches(queries[i], j0, j1)) {
+            p[0] = kNoKeys, p[1] = 0.0;
             continue;
         }
-        tile_chunk(queries + t0, nt, k, k_stride, v, v_stride, head_dim, scale, softcap, j0, j1, scratch, partial);
+        reaching[n] = queries[i];
+        partial[n++] = p;
     }
+    for (int t0 = 0; t0 < n; t0 += kQueries)
+        tile_chunk(reaching + t0, std::min(kQueries, n - t0), k, k_stride, v, v_stride, head_dim, scale, softcap, j0,
+                   j1, scratch, partial + t0);
 }
 
 int64_t chunks_of(const AttentionQuery* queries, int nq) noexcept {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "engine/core/half.h"
 #include "engine/kernels/attention.h"
@@ -149,21 +150,46 @@ void run_attention_reference(const Graph& g, const Node& n, const ExecContext& c
     }
 }
 
+// The first j in [from, end) with valid[j] != 0, or end: eight mask bytes at
+// a time over the (long) runs of another sequence's rows.
+int64_t first_allowed(const uint8_t* valid, int64_t from, int64_t end) noexcept {
+    int64_t j = from;
+    for (uint64_t word = 0; j + 8 <= end; j += 8) {
+        std::memcpy(&word, valid + j, sizeof word);
+        if (word != 0) break;
+    }
+    while (j < end && valid[j] == 0) ++j;
+    return j;
+}
+
 // The fast path: the queries reading one key/value head, in (token, head of
 // the group) order, go to attend_block kMaxBlockQueries at a time, so each
 // chunk of key and value rows is loaded once per block instead of once per
 // query.
+//
+// With a mask (several sequences in one cache, as the server's slots are),
+// each token's keys start at its mask's first allowed row rather than row 0:
+// the rows before belong to other sequences, and the kernel skips the chunks
+// a query cannot reach instead of scoring them to drop the scores.
 struct AttentionBlocks {
     const AttentionInputs& in;
     const Node& out;
     int64_t group, per_head, blocks;
+    std::vector<int64_t> first_key;  // per token: kv_start, or its mask's first allowed row after it
 
     AttentionBlocks(const AttentionInputs& inputs, const Node& n)
         : in(inputs),
           out(n),
           group(in.p.n_heads / in.p.n_kv_heads),
           per_head(in.q.shape.rows() * group),
-          blocks((per_head + kernels::kMaxBlockQueries - 1) / kernels::kMaxBlockQueries) {}
+          blocks((per_head + kernels::kMaxBlockQueries - 1) / kernels::kMaxBlockQueries),
+          first_key(static_cast<size_t>(in.q.shape.rows())) {
+        for (int64_t t = 0; t < in.q.shape.rows(); ++t) {
+            int64_t j = in.kv_start(t);
+            if (const uint8_t* valid = in.valid(t)) j = first_allowed(valid, j, in.kv_len(t));
+            first_key[static_cast<size_t>(t)] = j;
+        }
+    }
 
     int64_t items() const noexcept { return in.p.n_kv_heads * blocks; }
     // The queries of block b of head kv_head; returns how many.
@@ -172,7 +198,7 @@ struct AttentionBlocks {
         for (int64_t i = b * kernels::kMaxBlockQueries; i < std::min(per_head, (b + 1) * kernels::kMaxBlockQueries); ++i) {
             const int64_t t = i / group, h = kv_head * group + i % group;
             q[nq++] = {in.q.row(t) + h * in.p.head_dim, in.kv_len(t), in.valid(t), out.row(t) + h * in.p.head_dim,
-                       in.kv_start(t)};
+                       first_key[static_cast<size_t>(t)]};
         }
         return nq;
     }
