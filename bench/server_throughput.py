@@ -51,8 +51,11 @@ def ttft_under_load(url, others, max_tokens):
     started = [threading.Event() for _ in range(others)]
     with concurrent.futures.ThreadPoolExecutor(others) as pool:
         futures = [pool.submit(stream, url, "A long story number %d:" % i, max_tokens * 4, started[i]) for i in range(others)]
-        for e in started:
-            e.wait(120)
+        for e, f in zip(started, futures):
+            while not e.wait(0.1):
+                if f.done():
+                    f.result()  # a stream that failed before its first token: raise its error now
+                    break
         _, _, ttft = stream(url, "Hi", 4)
         for f in futures:
             f.result()
