@@ -275,7 +275,8 @@ void run_attention_split(const AttentionBlocks& ab, const ExecContext& ctx) {
 }
 
 // Otherwise each thread takes whole blocks. A causal prompt's later tokens
-// read more keys, so blocks are handed out by cost (the keys they read)
+// read more keys, so blocks are handed out by cost (the keys from each
+// token's first allowed row to its position)
 // rather than by count: with equal counts the thread holding the last tokens
 // did about three times the work of the other.
 void run_attention_blocks(const Graph& g, const Node& n, const ExecContext& ctx) {
@@ -287,7 +288,10 @@ void run_attention_blocks(const Graph& g, const Node& n, const ExecContext& ctx)
     constexpr int64_t kBlockOverhead = 16;  // in keys: the per-block work that does not scale with them
     const auto cost = [&](int64_t b) {
         int64_t keys = kBlockOverhead;
-        for (int64_t i = b * kBlock; i < std::min(ab.per_head, (b + 1) * kBlock); ++i) keys += in.kv_len(i / ab.group);
+        for (int64_t i = b * kBlock; i < std::min(ab.per_head, (b + 1) * kBlock); ++i) {
+            const int64_t t = i / ab.group;
+            keys += std::max<int64_t>(0, in.kv_len(t) - ab.first_key[static_cast<size_t>(t)]);
+        }
         return keys;
     };
     int64_t per_head_cost = 0;
