@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <string_view>
@@ -53,21 +54,15 @@ options:
   -h, --help             show this help
 )";
 
-template <class T, class F>
-std::vector<T> parse_list(std::string_view text, F&& parse) {
-    std::vector<T> out;
-    for (size_t start = 0;;) {
-        const size_t comma = text.find(',', start);
-        out.push_back(parse(text.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start)));
-        if (comma == std::string_view::npos) return out;
-        start = comma + 1;
+std::vector<kiln::DType> cache_types(std::string_view flag, std::string_view list) {
+    std::vector<kiln::DType> types;
+    for (std::string_view item : kiln::cli::split_list(list)) {
+        const std::optional<kiln::DType> type = kiln::parse_dtype(item);
+        if (!type || !kiln::kv_cache_type_supported(*type))
+            kiln::cli::usage_error("{} must be {}, got '{}'", flag, kiln::cli::CacheTypeFlags::kNames, item);
+        types.push_back(*type);
     }
-}
-
-kiln::DType cache_type(std::string_view s) {
-    for (kiln::DType t : {kiln::DType::F32, kiln::DType::F16, kiln::DType::BF16, kiln::DType::Q8_0, kiln::DType::Q4_0})
-        if (s == kiln::dtype_name(t)) return t;
-    kiln::cli::usage_error("--cache-type '{}' is not one of f32, f16, bf16, q8_0, q4_0", s);
+    return types;
 }
 
 struct Result {
@@ -124,13 +119,14 @@ int run(int argc, char** argv) {
             fmt::print("{}", kUsage);
             return 0;
         } else if (a == "-t" || a == "--threads") {
-            o.threads = parse_list<int>(args.value(a), [&](std::string_view s) { return static_cast<int>(kiln::cli::parse_int(a, s, 1, 4096)); });
+            o.threads.clear();
+            for (int64_t t : kiln::cli::parse_int_list(a, args.value(a), 1, 4096)) o.threads.push_back(static_cast<int>(t));
         } else if (a == "-d" || a == "--depth") {
-            o.depths = parse_list<int64_t>(args.value(a), [&](std::string_view s) { return kiln::cli::parse_int(a, s, 1); });
+            o.depths = kiln::cli::parse_int_list(a, args.value(a), 1);
         } else if (a == "-p" || a == "--tokens") {
-            o.tokens = parse_list<int64_t>(args.value(a), [&](std::string_view s) { return kiln::cli::parse_int(a, s, 1); });
+            o.tokens = kiln::cli::parse_int_list(a, args.value(a), 1);
         } else if (a == "-ct" || a == "--cache-type") {
-            o.types = parse_list<kiln::DType>(args.value(a), cache_type);
+            o.types = cache_types(a, args.value(a));
         } else if (a == "--heads") {
             o.heads = kiln::cli::parse_int(a, args.value(a), 1);
         } else if (a == "--kv-heads") {

@@ -127,22 +127,8 @@ struct Options {
     std::vector<kiln::DType> type_v{kiln::cli::CacheTypeFlags::kDefault};
 };
 
-std::vector<std::string_view> split_list(std::string_view list) {
-    std::vector<std::string_view> items;
-    for (;;) {
-        const size_t comma = list.find(',');
-        items.push_back(list.substr(0, comma));
-        if (comma == std::string_view::npos) break;
-        list = list.substr(comma + 1);
-    }
-    return items;
-}
-
-std::vector<int64_t> parse_int_list(std::string_view flag, std::string_view list, int64_t min, int64_t max) {
-    std::vector<int64_t> values;
-    for (std::string_view item : split_list(list)) values.push_back(kiln::cli::parse_int(flag, item, min, max));
-    return values;
-}
+using kiln::cli::parse_int_list;
+using kiln::cli::split_list;
 
 std::pair<int64_t, int64_t> parse_pair(std::string_view flag, std::string_view text) {
     const std::vector<std::string_view> items = split_list(text);

@@ -265,13 +265,7 @@ int run(int argc, char** argv) {
             return 0;
         } else if (a == "-t" || a == "--threads") {
             opt.threads.clear();
-            std::string_view list = args.value(a);
-            while (!list.empty()) {
-                const size_t comma = list.find(',');
-                opt.threads.push_back(static_cast<int>(kiln::cli::parse_int(a, list.substr(0, comma), 1, 256)));
-                list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
-            }
-            if (opt.threads.empty()) kiln::cli::usage_error("{} needs at least one thread count", a);
+            for (int64_t t : kiln::cli::parse_int_list(a, args.value(a), 1, 256)) opt.threads.push_back(static_cast<int>(t));
         } else if (a == "-r" || a == "--reps") {
             opt.reps = static_cast<int>(kiln::cli::parse_int(a, args.value(a), 1, 1000));
         } else if (a == "--kernels") {

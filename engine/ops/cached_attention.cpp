@@ -192,6 +192,15 @@ struct AttentionBlocks {
     }
 
     int64_t items() const noexcept { return in.p.n_kv_heads * blocks; }
+    int64_t max_kv_len() const noexcept {
+        int64_t n = 0;
+        for (int64_t t = 0; t < in.q.shape.rows(); ++t) n = std::max(n, in.kv_len(t));
+        return n;
+    }
+    // The queries of item `item` (block item % blocks of head item / blocks); returns how many.
+    int item_queries(int64_t item, kernels::AttentionQuery* q) const noexcept {
+        return queries(item / blocks, item % blocks, q);
+    }
     // The queries of block b of head kv_head; returns how many.
     int queries(int64_t kv_head, int64_t b, kernels::AttentionQuery* q) const noexcept {
         int nq = 0;
@@ -231,10 +240,7 @@ size_t split_partials_doubles(const Node& q, const Node& k, const CachedAttentio
 
 bool split_over_threads(const AttentionBlocks& ab, const ExecContext& ctx) noexcept {
     if (ctx.nth < 2 || ctx.shared == nullptr || ctx.pool == nullptr || ab.items() >= 2 * int64_t{ctx.nth}) return false;
-    if (split_partials_doubles(ab.in.q, ab.in.k, ab.in.p) == 0) return false;
-    int64_t max_len = 0;
-    for (int64_t t = 0; t < ab.in.q.shape.rows(); ++t) max_len = std::max(max_len, ab.in.kv_len(t));
-    return max_len > kernels::kAttentionChunk;
+    return split_partials_doubles(ab.in.q, ab.in.k, ab.in.p) > 0 && ab.max_kv_len() > kernels::kAttentionChunk;
 }
 
 // Units (block, chunk) are split evenly over the threads; each writes its
@@ -242,9 +248,7 @@ bool split_over_threads(const AttentionBlocks& ab, const ExecContext& ctx) noexc
 // a barrier, the queries are split over the threads, each folding its chunks.
 void run_attention_split(const AttentionBlocks& ab, const ExecContext& ctx) {
     const CachedAttentionParams& p = ab.in.p;
-    int64_t max_len = 0;
-    for (int64_t t = 0; t < ab.in.q.shape.rows(); ++t) max_len = std::max(max_len, ab.in.kv_len(t));
-    const int64_t chunks = (max_len + kernels::kAttentionChunk - 1) / kernels::kAttentionChunk;
+    const int64_t chunks = (ab.max_kv_len() + kernels::kAttentionChunk - 1) / kernels::kAttentionChunk;
     const size_t pd = kernels::attention_partial_doubles(p.head_dim);
     const int64_t slots = block_slots(ab.per_head);
     const size_t chunk_stride = static_cast<size_t>(slots) * pd;
@@ -254,10 +258,9 @@ void run_attention_split(const AttentionBlocks& ab, const ExecContext& ctx) {
     ctx.pool->barrier();
     const auto [u0, u1] = split_range(ab.items() * chunks, ctx.ith, ctx.nth);
     for (int64_t u = u0; u < u1; ++u) {
-        const int64_t item = u / chunks, c = u % chunks;
-        const int64_t kv_head = item / ab.blocks, b = item % ab.blocks;
+        const int64_t item = u / chunks, c = u % chunks, kv_head = item / ab.blocks;
         kernels::AttentionQuery queries[kernels::kMaxBlockQueries];
-        const int nq = ab.queries(kv_head, b, queries);
+        const int nq = ab.item_queries(item, queries);
         kernels::attend_chunk(queries, nq, ab.head_of(ab.in.k, kv_head), ab.head_of(ab.in.v, kv_head), p.head_dim,
                               p.scale, c, ctx.shared + static_cast<size_t>(item) * item_stride + c * chunk_stride,
                               ctx.scratch, p.softcap);
@@ -266,9 +269,8 @@ void run_attention_split(const AttentionBlocks& ab, const ExecContext& ctx) {
     const auto [o0, o1] = split_range(ab.items() * slots, ctx.ith, ctx.nth);
     for (int64_t o = o0; o < o1; ++o) {
         const int64_t item = o / slots, i = o % slots;
-        const int64_t kv_head = item / ab.blocks, b = item % ab.blocks;
         kernels::AttentionQuery queries[kernels::kMaxBlockQueries];
-        if (i >= ab.queries(kv_head, b, queries)) continue;
+        if (i >= ab.item_queries(item, queries)) continue;
         kernels::merge_attention_chunks(ctx.shared + static_cast<size_t>(item) * item_stride + static_cast<size_t>(i) * pd,
                                         chunks, chunk_stride, p.head_dim, queries[i].out);
     }

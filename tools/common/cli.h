@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "engine/core/dtype.h"
 #include "engine/core/error.h"
@@ -78,6 +79,26 @@ inline int64_t parse_int(std::string_view flag, std::string_view text, int64_t m
         usage_error("{} must be between {} and {}, got {}", flag, min, max, value);
     }
     return value;
+}
+
+// A comma-separated flag value's items ("1,2,4" -> "1", "2", "4"; "" -> one empty item).
+inline std::vector<std::string_view> split_list(std::string_view list) {
+    std::vector<std::string_view> items;
+    for (;;) {
+        const size_t comma = list.find(',');
+        items.push_back(list.substr(0, comma));
+        if (comma == std::string_view::npos) break;
+        list = list.substr(comma + 1);
+    }
+    return items;
+}
+
+// A comma-separated list of integers in [min, max], each checked by parse_int.
+inline std::vector<int64_t> parse_int_list(std::string_view flag, std::string_view list, int64_t min,
+                                           int64_t max = std::numeric_limits<int64_t>::max()) {
+    std::vector<int64_t> values;
+    for (std::string_view item : split_list(list)) values.push_back(parse_int(flag, item, min, max));
+    return values;
 }
 
 // -ctk/--cache-type-k and -ctv/--cache-type-v, spelled as llama.cpp spells
