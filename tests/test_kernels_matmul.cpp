@@ -15,7 +15,7 @@
 //    sets: largest seen 2.3e-7 against the 1e-5 allowed.)
 //  * prepare_row of every set against quant::q8_0_from_float_ref (and Q8_K's), byte for byte,
 //    on random rows, exact rounding ties and special values.
-//  * The kernel-set selection behind KILN_KERNELS.
+//  * The matmul sets of the kernel targets (kernel_targets.h).
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -32,6 +32,7 @@
 #include "engine/core/dtype.h"
 #include "engine/core/half.h"
 #include "engine/kernels/matmul.h"
+#include "engine/kernels/kernel_targets.h"
 #include "engine/kernels/matmul_impl.h"
 #include "engine/quant/interleave.h"
 #include "engine/quant/reference.h"
@@ -399,45 +400,36 @@ TEST_CASE("matmul: prepare_row matches the reference quantizer byte for byte", "
     }
 }
 
-TEST_CASE("matmul: kernel set selection (KILN_KERNELS)", "[kernels][matmul]") {
-    using kiln::kernels::detail::select_matmul_kernels;
+TEST_CASE("matmul: the sets of the kernel targets", "[kernels][matmul]") {
     const auto sets = available_matmul_kernels();
     REQUIRE(!sets.empty());
     CHECK(sets.back() == &scalar_matmul_kernels());
     CHECK(sets.back()->name == "scalar");
     for (size_t i = 0; i < sets.size(); ++i)
         for (size_t j = i + 1; j < sets.size(); ++j) CHECK(sets[i]->name != sets[j]->name);
+    // The active set is one of them, the one of the active target.
+    bool found = false;
+    for (const MatmulKernels* set : sets) found |= set == &active_matmul_kernels();
+    CHECK(found);
+    if (kiln::kernels::active_kernel_target() == "scalar") CHECK(&active_matmul_kernels() == &scalar_matmul_kernels());
 
-    bool matched = false;
-    CHECK(&select_matmul_kernels("scalar", &matched) == &scalar_matmul_kernels());
-    CHECK(matched);
-    CHECK(&select_matmul_kernels("SCALAR", &matched) == &scalar_matmul_kernels());
-    CHECK(matched);
-    for (const MatmulKernels* set : sets) {
-        const std::string name(set->name);
-        CHECK(&select_matmul_kernels(name.c_str(), &matched) == set);
-        CHECK(matched);
-    }
-    // Unknown, empty or absent: the best available set, flagged as not matched.
-    CHECK(&select_matmul_kernels("avx9000", &matched) == sets.front());
-    CHECK_FALSE(matched);
-    CHECK(&select_matmul_kernels("", &matched) == sets.front());
-    CHECK_FALSE(matched);
-    CHECK(&select_matmul_kernels(nullptr, &matched) == sets.front());
-    CHECK_FALSE(matched);
-
-    // The active set is what the environment asks for.
-    CHECK(&active_matmul_kernels() == &select_matmul_kernels(std::getenv("KILN_KERNELS")));
-
-#if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512VL__)
-    if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw"))
-        CHECK(sets.front()->name == "avx512-vnni");
-#endif
-#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-        bool has_avx2 = false;
-        for (const MatmulKernels* set : sets) has_avx2 |= set->name == "avx2";
-        CHECK(has_avx2);
+#if defined(__x86_64__)
+    // The CPU as the compiler's own detection sees it, against the targets'.
+    const auto has_set = [&](std::string_view name) {
+        bool has = false;
+        for (const MatmulKernels* set : sets) has |= set->name == name;
+        return has;
+    };
+    const auto built = kiln::kernels::built_kernel_targets();
+    const bool portable = std::find(built.begin(), built.end(), "avx2") != built.end();
+    if (portable) {
+        const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                          __builtin_cpu_supports("bmi2");
+        CHECK(has_set("avx2") == avx2);
+        const bool vnni = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+                          __builtin_cpu_supports("avx512vnni");
+        CHECK(has_set("avx512-vnni") == vnni);
     }
 #endif
 }

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -51,7 +52,7 @@ void check_commit(const std::string& commit) {
 
 }  // namespace
 
-TEST_CASE("every tool prints --version: version, commit, build, kernel sets", "[cli][version]") {
+TEST_CASE("every tool prints --version: version, commit, build, kernel targets", "[cli][version]") {
     const std::string version = project_version();
     for (const char* tool : {"kiln", "kiln-convert", "kiln-perplexity", "kiln-bench", "kiln-tokenize", "kiln-train", "kiln-server",
                              "kiln-kernel-bench"}) {
@@ -64,21 +65,32 @@ TEST_CASE("every tool prints --version: version, commit, build, kernel sets", "[
         CHECK(run.err.empty());
         std::smatch m;
         REQUIRE(std::regex_search(run.out, m, std::regex("^(\\S+) (\\S+) \\(commit (\\S+)\\)\nbuild: (\\S+), (.+)\n"
-                                                         "kernel sets: (.+) \\(compiled in and runnable on this CPU\\); "
-                                                         "in use: (\\S+)\n$")));
+                                                         "kernel targets: (.+) \\(runnable on this CPU; built in: (.+)\\); "
+                                                         "in use: (\\S+) \\(matmul (\\S+)\\)\n$")));
         CHECK(m[1] == tool);
         CHECK(m[2] == version);
         check_commit(m[3]);
         CHECK(m[4] == std::string(KILN_BUILD_TYPE_NAME));
-        CHECK(std::string(m[6]).find(std::string(m[7])) != std::string::npos);  // the set in use is one of them
+        CHECK(std::string(m[6]).find(std::string(m[8])) != std::string::npos);  // the target in use is one of them
         CHECK(std::string(m[6]).ends_with("scalar"));                          // always there, last
+        CHECK(std::string(m[7]).ends_with("scalar"));
     }
 }
 
-TEST_CASE("kiln --version names the kernel set KILN_KERNELS chose", "[cli][version]") {
+TEST_CASE("kiln --version names the kernel target KILN_KERNELS chose", "[cli][version]") {
     const test::ToolRun run = test::run_command("KILN_KERNELS=scalar " + shell_quote(test::tool_path("kiln").string()) + " --version");
     CHECK(run.status == 0);
-    CHECK(run.out.find("in use: scalar\n") != std::string::npos);
+    CHECK(run.out.find("in use: scalar (matmul scalar)\n") != std::string::npos);
+}
+
+TEST_CASE("a kernel target the build lacks is one line and a failure, not a fallback", "[cli][version]") {
+    const test::ToolRun run =
+        test::run_command("KILN_KERNELS=avx9000 " + shell_quote(test::tool_path("kiln").string()) + " --version");
+    CHECK(run.status != 0);
+    CHECK(run.out.empty());
+    CHECK(run.err.starts_with("kiln: KILN_KERNELS=avx9000 names no kernel target of this build (it has: "));
+    CHECK(run.err.ends_with(", scalar)\n"));
+    CHECK(std::count(run.err.begin(), run.err.end(), '\n') == 1);
 }
 
 TEST_CASE("kiln-bench's build_commit is the git commit, as llama-bench's is", "[cli][bench][version]") {

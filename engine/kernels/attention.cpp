@@ -1,7 +1,7 @@
 // Scaled dot-product attention (see attention.h): the xsimd kernel, which
-// takes a block of up to four queries reading the same key/value head so that
-// each key and value row is loaded once for all of them, and the scalar
-// double-precision twin ref::attend (one query).
+// takes a block of up to 16 queries reading the same key/value head so that
+// each key and value row is loaded once for all of them. Its scalar
+// double-precision twin ref::attend (one query) is in attention_ref.cpp.
 //
 // The fast kernel walks the keys a chunk at a time (kAttentionChunk, see
 // attention.h): within a chunk it is the two-pass form (scores into scratch,
@@ -586,60 +586,5 @@ void attend(const float* q, const float* k, size_t k_stride, const float* v, siz
     const AttentionQuery query{q, kv_len, kv_valid, out, kv_start};
     attend_block(&query, 1, k, k_stride, v, v_stride, head_dim, scale, scratch, softcap);
 }
-
-namespace ref {
-
-namespace {
-
-double score(const float* q, const float* kj, int64_t head_dim, float scale, float softcap) noexcept {
-    double s = 0.0;
-    for (int64_t d = 0; d < head_dim; ++d) s += static_cast<double>(q[d]) * kj[d];
-    s *= static_cast<double>(scale);
-    return softcap > 0.0f ? softcap * std::tanh(s / softcap) : s;
-}
-
-}  // namespace
-
-void attend(const float* q, const float* k, size_t k_stride, const float* v, size_t v_stride, int64_t kv_len,
-            int64_t head_dim, float scale, const uint8_t* kv_valid, float* out, float* scratch, float softcap,
-            int64_t kv_start) noexcept {
-    const auto valid = [&](const uint8_t* mask, int64_t j) { return j >= kv_start && kernels::valid(mask, j); };
-    // Everything in double. Scores are recomputed rather than stored, because
-    // scratch is float; only the weights exp(s - max) are stored there, which
-    // perturbs the output by at most 2^-24 relative to Σ_j p_j |v_j[d]|.
-    double max = -std::numeric_limits<double>::infinity();
-    bool any = false;
-    for (int64_t j = 0; j < kv_len; ++j) {
-        if (!valid(kv_valid, j)) continue;
-        max = std::max(max, score(q, k + static_cast<size_t>(j) * k_stride, head_dim, scale, softcap));
-        any = true;
-    }
-    if (!any) {
-        // Fully masked: zeros (softmax over an empty set is undefined; zeros
-        // are what a padded query row should contribute).
-        for (int64_t d = 0; d < head_dim; ++d) out[d] = 0.0f;
-        return;
-    }
-    double sum = 0.0;
-    for (int64_t j = 0; j < kv_len; ++j) {
-        if (!valid(kv_valid, j)) {
-            scratch[j] = 0.0f;
-            continue;
-        }
-        const double e = std::exp(score(q, k + static_cast<size_t>(j) * k_stride, head_dim, scale, softcap) - max);
-        scratch[j] = static_cast<float>(e);
-        sum += e;
-    }
-    for (int64_t d = 0; d < head_dim; ++d) {
-        double acc = 0.0;
-        for (int64_t j = 0; j < kv_len; ++j) {
-            if (!valid(kv_valid, j)) continue;
-            acc += static_cast<double>(scratch[j]) * v[static_cast<size_t>(j) * v_stride + d];
-        }
-        out[d] = static_cast<float>(acc / sum);
-    }
-}
-
-}  // namespace ref
 
 }  // namespace kiln::kernels

@@ -1,13 +1,14 @@
-// What matmul needs to know about types, the registry of kernel sets and the
-// one-time choice among them (KILN_KERNELS), and the per-thread scratch memory.
+// What matmul needs to know about types, the matmul sets of the kernel targets
+// (kernel_targets.h chooses the target), and the per-thread scratch memory.
 #include "engine/kernels/matmul.h"
 
 #include <array>
-#include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <new>
+#include <string>
 
+#include "engine/kernels/kernel_table.h"
+#include "engine/kernels/kernel_targets.h"
 #include "engine/kernels/matmul_impl.h"
 #include "engine/quant/interleave.h"
 
@@ -77,30 +78,25 @@ std::optional<DType> weight_layout(const MatmulKernels& set, DType type, int64_t
 
 namespace {
 
+// The matmul sets of the kernel targets this CPU runs, best first, each once.
 struct Registry {
-    std::array<const MatmulKernels*, 3> sets{};
+    std::array<const MatmulKernels*, 8> sets{};
     size_t count = 0;
 };
 
-// Built once: the sets this binary has and this CPU runs, best first.
 const Registry& registry() noexcept {
     static const Registry r = [] {
         Registry out;
-        for (const MatmulKernels* set : {detail::avx512_vnni_matmul_kernels(), detail::avx2_matmul_kernels(),
-                                         &scalar_matmul_kernels()})
-            if (set != nullptr) out.sets[out.count++] = set;
+        for (std::string_view name : available_kernel_targets()) {
+            const std::string target(name);
+            const MatmulKernels* set = detail::select_kernel_target(target.c_str(), nullptr)->matmul_set();
+            bool seen = false;
+            for (size_t i = 0; i < out.count; ++i) seen |= out.sets[i] == set;
+            if (!seen && out.count < out.sets.size()) out.sets[out.count++] = set;
+        }
         return out;
     }();
     return r;
-}
-
-bool same_name(std::string_view a, std::string_view b) noexcept {
-    if (a.size() != b.size()) return false;
-    for (size_t i = 0; i < a.size(); ++i) {
-        const auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
-        if (lower(a[i]) != lower(b[i])) return false;
-    }
-    return true;
 }
 
 }  // namespace
@@ -111,36 +107,12 @@ std::span<const MatmulKernels* const> available_matmul_kernels() noexcept {
 }
 
 const MatmulKernels& active_matmul_kernels() noexcept {
-    // Chosen once: kernels are picked per process, never per call.
-    static const MatmulKernels& active = [] () -> const MatmulKernels& {
-        const char* requested = std::getenv("KILN_KERNELS");
-        bool matched = false;
-        const MatmulKernels& set = detail::select_matmul_kernels(requested, &matched);
-        if (requested != nullptr && *requested != '\0' && !matched) {
-            // A typo must not silently benchmark the wrong kernels.
-            std::fprintf(stderr, "[kernels] KILN_KERNELS=%s names no available kernel set; using %.*s\n", requested,
-                         static_cast<int>(set.name.size()), set.name.data());
-        }
-        return set;
-    }();
+    // Chosen once, with the kernel target (KILN_KERNELS).
+    static const MatmulKernels& active = *detail::active_kernel_table().matmul_set();
     return active;
 }
 
 namespace detail {
-
-const MatmulKernels& select_matmul_kernels(const char* requested, bool* matched) noexcept {
-    const auto sets = available_matmul_kernels();
-    if (matched != nullptr) *matched = false;
-    if (requested != nullptr && *requested != '\0') {
-        for (const MatmulKernels* set : sets) {
-            if (same_name(set->name, requested)) {
-                if (matched != nullptr) *matched = true;
-                return *set;
-            }
-        }
-    }
-    return *sets.front();
-}
 
 std::byte* thread_scratch(size_t bytes) noexcept {
     struct AlignedFree {

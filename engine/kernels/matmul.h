@@ -7,7 +7,8 @@
 // type's dot product consumes (vec_dot_type): float stays float for F32/F16/BF16
 // weights; for Q8_0/Q4_0 weights each activation row is quantized to Q8_0 and
 // the dot products run on int8 blocks. Several kernel sets exist (scalar
-// reference, AVX2, AVX-512 VNNI); one is chosen at start-up for this CPU.
+// reference, AVX2, AVX-512 VNNI); each kernel target (kernel_targets.h) has
+// one, and the target chosen at start-up decides the set.
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -90,10 +91,9 @@ bool matmul_supports(DType weight_type) noexcept;
 
 // The plain scalar reference set (always available).
 const MatmulKernels& scalar_matmul_kernels() noexcept;
-// Every set this binary has and this CPU can run, best first (the scalar set last).
+// The sets of the kernel targets this CPU runs, best first (the scalar set last).
 std::span<const MatmulKernels* const> available_matmul_kernels() noexcept;
-// The set in use: the best available, or the one named by the environment
-// variable KILN_KERNELS (e.g. KILN_KERNELS=scalar) when it names an available set.
+// The set of the kernel target in use (KILN_KERNELS, else the best this CPU runs).
 const MatmulKernels& active_matmul_kernels() noexcept;
 
 }  // namespace kiln::kernels

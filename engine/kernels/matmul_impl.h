@@ -28,15 +28,11 @@ inline bool cpu_has_f16c() noexcept {
 #endif
 }
 
-// Each returns nullptr when this binary was built without the set (its
-// instruction-set macros were off) or this CPU cannot run it.
+// Each returns nullptr when this kernel target was built without the set (its
+// instruction-set macros were off) or this CPU cannot run it. Defined only in
+// the kernel targets that compile the set (targets.cmake).
 const MatmulKernels* avx512_vnni_matmul_kernels() noexcept;
 const MatmulKernels* avx2_matmul_kernels() noexcept;
-
-// The set that KILN_KERNELS=`requested` selects: the available set of that name
-// (case-insensitive), or the best available one when `requested` is null, empty
-// or names no available set. `*matched` tells which of the two happened.
-const MatmulKernels& select_matmul_kernels(const char* requested, bool* matched = nullptr) noexcept;
 
 // A 64-byte aligned block of at least `bytes` bytes owned by the calling thread,
 // valid until this thread's next call. Grows and never shrinks, so steady-state

@@ -176,6 +176,15 @@ void swiglu(const float* gate, const float* up, float* out, int64_t n) noexcept 
     map2(gate, up, out, n, [](batch g, batch u) { return times_sigmoid(g, g) * u; });
 }
 
+float dot(const float* a, const float* b, int64_t n) noexcept {
+    batch acc(0.0f);
+    int64_t i = 0;
+    for (; i + W <= n; i += W) acc = xsimd::fma(load(a + i), load(b + i), acc);
+    float s = xsimd::hadd(acc);
+    for (; i < n; ++i) s += a[i] * b[i];
+    return s;
+}
+
 void rms_norm(const float* x, const float* weight, float eps, float* out, int64_t n) noexcept {
     if (n <= 0) return;
     const double sum_sq = blocked_sum(
@@ -377,15 +386,6 @@ void rope(float* x, const RopeSpec& s, int64_t pos, const float* freq_factors) n
             }
         }
     }
-}
-
-void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos, float freq_base) noexcept {
-    RopeSpec s;
-    s.n_heads = n_heads;
-    s.head_dim = head_dim;
-    s.n_rot = n_rot;
-    s.freq_base = freq_base;
-    rope(x, s, pos, nullptr);
 }
 
 }  // namespace kiln::kernels

@@ -22,6 +22,10 @@ void gelu_tanh(const float* x, float* out, int64_t n) noexcept;       // GPT-2's
 void gelu_erf(const float* x, float* out, int64_t n) noexcept;        // exact: 0.5 x (1 + erf(x / sqrt 2))
 void swiglu(const float* gate, const float* up, float* out, int64_t n) noexcept;  // silu(gate) * up
 
+// Σ a[i] b[i] in float lanes (the sum's rounding depends on the lane width of
+// the kernel target; use ref::dot for a width-independent answer).
+float dot(const float* a, const float* b, int64_t n) noexcept;
+
 // out = x / sqrt(mean(x²) + eps) * weight   (weight may be null: no scaling)
 void rms_norm(const float* x, const float* weight, float eps, float* out, int64_t n) noexcept;
 // out = (x - mean) / sqrt(var + eps) * weight + bias   (weight, bias may be null)

@@ -69,6 +69,12 @@ void swiglu(const float* gate, const float* up, float* out, int64_t n) noexcept 
     for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(silu_of(gate[i]) * static_cast<double>(up[i]));
 }
 
+float dot(const float* a, const float* b, int64_t n) noexcept {
+    double s = 0.0;
+    for (int64_t i = 0; i < n; ++i) s += static_cast<double>(a[i]) * b[i];
+    return static_cast<float>(s);
+}
+
 void rms_norm(const float* x, const float* weight, float eps, float* out, int64_t n) noexcept {
     if (n <= 0) return;
     double sum_sq = 0.0;

@@ -21,6 +21,7 @@ void silu(const float* x, float* out, int64_t n) noexcept;
 void gelu_tanh(const float* x, float* out, int64_t n) noexcept;
 void gelu_erf(const float* x, float* out, int64_t n) noexcept;
 void swiglu(const float* gate, const float* up, float* out, int64_t n) noexcept;
+float dot(const float* a, const float* b, int64_t n) noexcept;  // summed in double
 
 void rms_norm(const float* x, const float* weight, float eps, float* out, int64_t n) noexcept;
 void layer_norm(const float* x, const float* weight, const float* bias, float eps, float* out, int64_t n) noexcept;

@@ -28,7 +28,7 @@
 
 #include "engine/kernels/attention.h"
 #include "engine/kernels/dropout.h"
-#include "engine/kernels/simd.h"
+#include "engine/kernels/vector.h"
 #include "engine/ops/op_def.h"
 #include "engine/ops/ops.h"
 
@@ -98,17 +98,7 @@ struct Layout {
     }
 };
 
-using batch = xsimd::batch<float>;
-constexpr int64_t kLanes = static_cast<int64_t>(batch::size);
-
-float dot(const float* a, const float* b, int64_t n) {
-    batch acc(0.0f);
-    int64_t i = 0;
-    for (; i + kLanes <= n; i += kLanes) acc = xsimd::fma(batch::load_unaligned(a + i), batch::load_unaligned(b + i), acc);
-    float s = xsimd::hadd(acc);
-    for (; i < n; ++i) s += a[i] * b[i];
-    return s;
-}
+using kernels::dot;
 
 // y += a x (vectorized by the compiler: no reduction).
 void axpy(float a, const float* x, float* y, int64_t n) {
