@@ -65,7 +65,8 @@ llama.cpp's llama-bench, with the same flags and output field names.
 
 options:
   -m, --model FILE[,FILE...]   GGUF model(s); the flag may be repeated
-  -t, --threads LIST           thread counts, comma-separated (default: usable physical cores)
+  -t, --threads LIST           thread counts, comma-separated (default: usable physical
+                               performance cores)
       --check-tensors          check every tensor's data first (NaN/inf values or
                                block scales), as llama.cpp's --check-tensors
   -p, --n-prompt LIST          prompt lengths, comma-separated; 0 = no pp test (default 512)

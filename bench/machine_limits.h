@@ -1,6 +1,7 @@
 #pragma once
 // What the benchmark programs share about the machine they run on: its CPU
-// name and L3 size as the kernel reports them, and its memory read bandwidth
+// name and L3 size as the kernel reports them (Linux's /proc and /sys, sysctl
+// on macOS and the BSDs, "unknown" elsewhere), and its memory read bandwidth
 // measured the way a matrix-vector product reads weights (the roofline that
 // kiln-kernel-bench and kiln-bench --roofline hold decoding to).
 #include <algorithm>
@@ -23,6 +24,7 @@
 #pragma GCC diagnostic pop
 #endif
 
+#include "engine/core/platform.h"
 #include "engine/runtime/thread_pool.h"
 
 namespace kiln::bench {
@@ -32,6 +34,7 @@ inline double now_seconds() {
 }
 
 inline std::string read_cpu_model() {
+#if KILN_OS_LINUX
     std::ifstream in("/proc/cpuinfo");
     std::string line;
     while (std::getline(in, line))
@@ -39,10 +42,15 @@ inline std::string read_cpu_model() {
             const size_t colon = line.find(':');
             return colon == std::string::npos ? line : line.substr(colon + 2);
         }
+#elif KILN_OS_SYSCTLBYNAME
+    for (const char* name : {"machdep.cpu.brand_string", "hw.model"})
+        if (const auto model = kiln::os::sysctl_string(name); model && !model->empty()) return *model;
+#endif
     return "unknown";
 }
 
 inline std::string read_l3_size() {
+#if KILN_OS_LINUX
     std::ifstream in("/sys/devices/system/cpu/cpu0/cache/index3/size");
     std::string size;
     if (!(in >> size)) return "unknown";
@@ -53,6 +61,13 @@ inline std::string read_l3_size() {
         }
     }
     return size;
+#else
+#if KILN_OS_SYSCTLBYNAME
+    if (const auto bytes = kiln::os::sysctl_integer("hw.l3cachesize"); bytes && *bytes > 0)  // Intel Macs
+        return fmt::format("{} MiB", *bytes / 1048576);
+#endif
+    return "unknown";
+#endif
 }
 
 // Best-of-reps read bandwidth in GB/s over `words` 64-bit words at `data`.

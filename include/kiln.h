@@ -175,7 +175,7 @@ typedef enum kiln_cache_type {
 typedef struct kiln_context_params {
     int32_t n_ctx;      /* positions per slot; 0: the model's, at most 4096 */
     int32_t n_slots;    /* independent sequences (default 1) */
-    int32_t n_threads;  /* 0: the machine's physical cores */
+    int32_t n_threads;  /* 0: the physical performance cores the process may use */
     kiln_cache_type cache_type;
 } kiln_context_params;
 

@@ -2,11 +2,17 @@
 // pool with more threads than those does not spin (a spinning thread would hold
 // the core that the thread it waits for needs).
 #include <catch2/catch.hpp>
-#include <sched.h>
 
+#include "engine/core/platform.h"
+#if KILN_OS_LINUX
+#include <sched.h>
+#endif
+
+#include <algorithm>
 #include <thread>
 
 #include "engine/runtime/cpu_budget.h"
+#include "engine/runtime/cpu_topology.h"
 #include "engine/runtime/thread_pool.h"
 #include "support/child_process.h"
 
@@ -30,6 +36,7 @@ TEST_CASE("cgroup v1 cfs quotas give the CPUs they allow", "[thread_pool][cpu_bu
     CHECK_FALSE(cpu_limit_from_cfs("", ""));
 }
 
+#if KILN_OS_LINUX
 TEST_CASE("the default thread count stays within the affinity mask", "[thread_pool][cpu_budget]") {
     cpu_set_t mask;
     CPU_ZERO(&mask);
@@ -39,6 +46,14 @@ TEST_CASE("the default thread count stays within the affinity mask", "[thread_po
     CHECK(usable_cpus() <= allowed);
     CHECK(default_thread_count() >= 1);
     CHECK(default_thread_count() <= usable_cpus());
+
+    // The performance cores of this machine's sysfs among the mask, within the quota.
+    std::vector<int> cpus;
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+        if (CPU_ISSET(cpu, &mask)) cpus.push_back(cpu);
+    const auto cores = performance_cores(cpus, "/sys");
+    const int expected = std::min(cores ? static_cast<int>(cores->size()) : allowed, usable_cpus());
+    CHECK(default_thread_count() == expected);
 
     // As under `taskset -c <one cpu>`: one thread by default, and a pool of
     // four on that CPU sleeps instead of spinning.
@@ -59,3 +74,17 @@ TEST_CASE("the default thread count stays within the affinity mask", "[thread_po
     });
     CHECK(result == 0);
 }
+#else
+TEST_CASE("without Linux's affinity mask and sysfs the default is what the system counts", "[thread_pool][cpu_budget]") {
+    WARN("not Linux, or built with KILN_GENERIC_OS: no affinity mask, cgroup quota or sysfs topology is read");
+    const int logical = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    CHECK(usable_cpus() == logical);
+    CHECK(default_thread_count() >= 1);
+    CHECK(default_thread_count() <= logical);
+#if !KILN_OS_SYSCTLBYNAME
+    CHECK(default_thread_count() == logical);  // nothing tells cores from hardware threads
+#endif
+    ThreadPool single(1);
+    CHECK(single.spins());
+}
+#endif

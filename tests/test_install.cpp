@@ -39,7 +39,11 @@ TEST_CASE("cmake --install gives bin, lib, include, a CMake package and kiln.pc 
     for (const char* tool : {"kiln", "kiln-convert", "kiln-perplexity", "kiln-bench", "kiln-tokenize", "kiln-train",
                              "kiln-kernel-bench"})
         CHECK(std::filesystem::is_regular_file(prefix / "bin" / tool));
+#if defined(__APPLE__)
+    CHECK(std::filesystem::exists(prefix / "lib" / "libkiln.dylib"));
+#else
     CHECK(std::filesystem::exists(prefix / "lib" / "libkiln.so"));
+#endif
     CHECK(std::filesystem::is_regular_file(prefix / "lib" / "cmake" / "kiln" / "kilnConfig.cmake"));
     CHECK(std::filesystem::is_regular_file(prefix / "lib" / "pkgconfig" / "kiln.pc"));
     // The public header alone: none of kiln's C++ internals.

@@ -6,10 +6,12 @@
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
-#include <linux/capability.h>
 #include <sys/resource.h>
-#include <sys/syscall.h>
 #include <unistd.h>
+#if defined(__linux__)
+#include <linux/capability.h>
+#include <sys/syscall.h>
+#endif
 
 #include <algorithm>
 #include <cstdlib>
@@ -53,7 +55,7 @@ uint64_t tensor_bytes(const GgufFile& file) {
     return total;
 }
 
-// A field of /proc/self/status in KiB ("VmLck:    1024 kB").
+// A field of /proc/self/status in KiB ("VmLck:    1024 kB"); -1 where there is none (off Linux).
 long status_kib(std::string_view field) {
     std::ifstream status("/proc/self/status");
     for (std::string line; std::getline(status, line);)
@@ -63,10 +65,12 @@ long status_kib(std::string_view field) {
 
 // Whether this process may lock `bytes` more: CAP_IPC_LOCK (root), or room under RLIMIT_MEMLOCK.
 bool may_lock(uint64_t bytes) {
+#if defined(__linux__)
     __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
     __user_cap_data_struct data[2]{};
     if (::syscall(SYS_capget, &header, data) == 0 && (data[CAP_IPC_LOCK / 32].effective & (1u << (CAP_IPC_LOCK % 32))))
         return true;
+#endif
     rlimit limit{};
     return ::getrlimit(RLIMIT_MEMLOCK, &limit) == 0 &&
            (limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur >= bytes + static_cast<uint64_t>(status_kib("VmLck:")) * 1024);
@@ -75,11 +79,15 @@ bool may_lock(uint64_t bytes) {
 // Removes CAP_IPC_LOCK from this process's effective set, so that
 // RLIMIT_MEMLOCK applies to it even when it runs as root. True on success.
 bool drop_ipc_lock_capability() {
+#if defined(__linux__)
     __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
     __user_cap_data_struct data[2]{};
     if (::syscall(SYS_capget, &header, data) != 0) return false;
     data[CAP_IPC_LOCK / 32].effective &= ~(1u << (CAP_IPC_LOCK % 32));
     return ::syscall(SYS_capset, &header, data) == 0;
+#else
+    return ::geteuid() != 0;  // no capabilities to drop: only a non-root process is held to the limit
+#endif
 }
 
 }  // namespace
@@ -207,6 +215,10 @@ TEST_CASE("with --mlock the weights the model reads are locked", "[llama]") {
     WeightPlacement placement;
     placement.mlock = true;
     const long locked_before = status_kib("VmLck:");
+    if (locked_before < 0) {
+        WARN("skipped: no VmLck in /proc/self/status (not Linux) to count the locked pages");
+        return;
+    }
     // The mapped pages (1.1 MiB) and then the copies (one 2 MiB page) are locked.
     if (!may_lock(uint64_t{4} << 20)) {
         WARN("RLIMIT_MEMLOCK leaves less than 4 MiB to lock and CAP_IPC_LOCK is missing: lock sizes not checked");

@@ -59,7 +59,8 @@ the model's with percentiles, the probability difference of the right token
       --chunks N        score only the first N windows (default: all)
       --kl-base FILE    without --kl-divergence: save this model's logits to FILE
       --kl-divergence   compare this model with the base logits in --kl-base FILE
-  -t, --threads N       threads (default: the physical cores the process may use)
+  -t, --threads N       threads (default: the physical performance cores the
+                        process may use)
       --check-tensors   check every tensor's data first (NaN/inf values or
                         block scales), as llama.cpp's --check-tensors
   -ctk, --cache-type-k TYPE  type of the cached keys: f32, f16, bf16, q8_0 or q4_0

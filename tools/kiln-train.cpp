@@ -103,7 +103,8 @@ Optimization:
 Reporting:
       --eval-interval N     steps between train/validation evaluations (250)
       --eval-batches N      batches per evaluation (20)
-  -t, --threads N           threads (default: the physical cores the process may use)
+  -t, --threads N           threads (default: the physical performance cores the
+                            process may use)
   -h, --help                show this help
       --version             print the version, git commit, build and kernel sets
 )";

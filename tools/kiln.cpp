@@ -72,7 +72,8 @@ unless --temp or --beams is given. Timings go to stderr.
                             knows (chatml, llama3, gemma, phi3, ...: --help lists them) or a
                             Jinja template text
       --chat-template-file FILE  a Jinja chat template from a file instead of the model's own
-  -t, --threads N           threads (default: the physical cores the process may use)
+  -t, --threads N           threads (default: the physical performance cores the
+                            process may use)
       --check-tensors       check every tensor's data first (NaN/inf values or
                             block scales), as llama.cpp's --check-tensors
   -c, --ctx-size N          context size in tokens (default: the model's, at most 4096)

@@ -15,7 +15,12 @@
 #include <fmt/format.h>
 
 #include "engine/core/error.h"
+#include "engine/core/platform.h"
 #include "engine/quant/interleave.h"
+
+#if !defined(MAP_ANONYMOUS) && defined(MAP_ANON)
+#define MAP_ANONYMOUS MAP_ANON  // the older BSD spelling
+#endif
 
 namespace kiln {
 
@@ -35,7 +40,9 @@ size_t page_size() {
 double mib(uint64_t bytes) { return static_cast<double>(bytes) / 1048576.0; }
 
 // `size` bytes of anonymous memory starting on a 2 MiB boundary, advised to be
-// backed by huge pages. Throws when the system refuses.
+// backed by huge pages where the system takes that advice (Linux's transparent
+// huge pages; elsewhere the kernel picks page sizes itself). Throws when the
+// system refuses the memory.
 std::byte* map_huge_page_aligned(size_t size) {
     // Over-allocate by one huge page so the start can be aligned to one.
     void* raw = ::mmap(nullptr, size + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -47,7 +54,9 @@ std::byte* map_huge_page_aligned(size_t size) {
     if (aligned > begin) ::munmap(begin, static_cast<size_t>(aligned - begin));
     const size_t tail = static_cast<size_t>(begin + size + kHugePage - (aligned + size));
     if (tail > 0) ::munmap(aligned + size, tail);
+#if KILN_OS_LINUX && defined(MADV_HUGEPAGE)
     ::madvise(aligned, size, MADV_HUGEPAGE);  // advice only: without THP the copy still works
+#endif
     return aligned;
 }
 
@@ -55,12 +64,19 @@ std::byte* map_huge_page_aligned(size_t size) {
 // used: they leave this process's resident set (they stay in the page cache;
 // a later read faults them back). Only the pages wholly inside the tensor, so
 // a neighbour read from the mapping keeps its pages mapped. Never on bytes the
-// caller owns (GgufFile::parse): MADV_DONTNEED would zero those.
+// caller owns (GgufFile::parse): MADV_DONTNEED would zero those. Elsewhere
+// POSIX's advice, which the kernel may act on or not (glibc ignores it): the
+// pages then stay resident until memory is short, the same bytes either way.
 void release_mapped_pages(const GgufFile& file, std::span<const std::byte> bytes) {
     if (!file.is_mapped() || bytes.empty()) return;
     const auto begin = round_up(reinterpret_cast<uintptr_t>(bytes.data()), page_size());
     const auto end = round_down(reinterpret_cast<uintptr_t>(bytes.data() + bytes.size()), page_size());
-    if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+    if (end <= begin) return;
+#if KILN_OS_LINUX
+    ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+#else
+    ::posix_madvise(reinterpret_cast<void*>(begin), end - begin, POSIX_MADV_DONTNEED);
+#endif
 }
 
 std::string memlock_limit() {

@@ -1,6 +1,11 @@
 #include "engine/runtime/cpu_budget.h"
 
+#include "engine/core/platform.h"
+#include "engine/runtime/cpu_topology.h"
+
+#if KILN_OS_LINUX
 #include <sched.h>
+#endif
 
 #include <algorithm>
 #include <cctype>
@@ -9,7 +14,6 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -21,6 +25,18 @@ namespace kiln {
 namespace {
 
 namespace fs = std::filesystem;
+
+std::optional<double> parse_positive(std::string_view text) {
+    while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.remove_suffix(1);
+    int64_t value = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc() || end != text.data() + text.size() || value <= 0) return std::nullopt;
+    return static_cast<double>(value);
+}
+
+int logical_cpus() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+
+#if KILN_OS_LINUX
 
 // The CPUs of this process's affinity mask, or nothing when it cannot be read.
 std::vector<int> affinity_cpus() {
@@ -41,14 +57,6 @@ std::vector<int> affinity_cpus() {
         if (errno != EINVAL) return {};
     }
     return {};
-}
-
-std::optional<double> parse_positive(std::string_view text) {
-    while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.remove_suffix(1);
-    int64_t value = 0;
-    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (ec != std::errc() || end != text.data() + text.size() || value <= 0) return std::nullopt;
-    return static_cast<double>(value);
 }
 
 std::string first_line(const fs::path& path) {
@@ -141,26 +149,10 @@ std::optional<double> cgroup_cpu_limit() {
     return limit;
 }
 
-// Physical cores among `cpus`: distinct (package, core) pairs, or the CPU count
-// when the topology cannot be read.
-int physical_cores_of(const std::vector<int>& cpus) {
-    std::set<std::pair<std::string, std::string>> cores;
-    for (int cpu : cpus) {
-        const std::string base = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/";
-        std::ifstream package(base + "physical_package_id"), core(base + "core_id");
-        std::string p, c;
-        if (!(package >> p) || !(core >> c)) return static_cast<int>(cpus.size());
-        cores.emplace(p, c);
-    }
-    return static_cast<int>(cores.size());
-}
-
 std::vector<int> cpus_or_all() {
     std::vector<int> cpus = affinity_cpus();
-    if (cpus.empty()) {
-        const unsigned logical = std::max(1u, std::thread::hardware_concurrency());
-        for (unsigned cpu = 0; cpu < logical; ++cpu) cpus.push_back(static_cast<int>(cpu));
-    }
+    if (cpus.empty())
+        for (int cpu = 0; cpu < logical_cpus(); ++cpu) cpus.push_back(cpu);
     return cpus;
 }
 
@@ -168,6 +160,31 @@ int cap_by_quota(int cpus) {
     if (const auto limit = cgroup_cpu_limit()) cpus = std::min(cpus, static_cast<int>(std::ceil(*limit)));
     return std::max(cpus, 1);
 }
+
+int usable_cpus_here() { return cap_by_quota(static_cast<int>(cpus_or_all().size())); }
+
+int default_threads_here() {
+    const std::vector<int> cpus = cpus_or_all();
+    const auto cores = performance_cores(cpus, "/sys");
+    return cap_by_quota(cores ? static_cast<int>(cores->size()) : static_cast<int>(cpus.size()));
+}
+
+#else  // no affinity masks, cgroups or sysfs to read: what the system counts as a whole
+
+int usable_cpus_here() { return logical_cpus(); }
+
+int default_threads_here() {
+#if KILN_OS_SYSCTLBYNAME
+    // macOS: perflevel0 is the performance cores on Apple Silicon (absent on
+    // Intel Macs); FreeBSD and DragonFly count cores in kern.smp.cores.
+    for (const char* name : {"hw.perflevel0.physicalcpu", "hw.physicalcpu", "kern.smp.cores"})
+        if (const auto cores = os::sysctl_integer(name); cores && *cores > 0)
+            return std::min(static_cast<int>(*cores), logical_cpus());
+#endif
+    return logical_cpus();
+}
+
+#endif  // KILN_OS_LINUX
 
 }  // namespace
 
@@ -189,15 +206,15 @@ std::optional<double> cpu_limit_from_cfs(std::string_view quota_us, std::string_
 
 int usable_cpus() noexcept {
     try {
-        return cap_by_quota(static_cast<int>(cpus_or_all().size()));
+        return usable_cpus_here();
     } catch (...) {  // reading /proc or /sys ran out of memory: fall back to what the C++ library says
-        return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+        return logical_cpus();
     }
 }
 
 int default_thread_count() noexcept {
     try {
-        return cap_by_quota(physical_cores_of(cpus_or_all()));
+        return default_threads_here();
     } catch (...) {
         return 1;
     }

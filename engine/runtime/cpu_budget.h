@@ -4,7 +4,8 @@
 // cpuset), capped by the CPU quota of its cgroup (cgroup v2 cpu.max, v1
 // cpu.cfs_quota_us / cpu.cfs_period_us, on the process's cgroup and every
 // parent). Threads beyond that wait for a core the kernel will not give them,
-// and every barrier waits for the slowest thread.
+// and every barrier waits for the slowest thread. Off Linux (or built with
+// KILN_GENERIC_OS) there is no mask or quota to read: the system's CPU count.
 #include <optional>
 #include <string_view>
 
@@ -14,8 +15,11 @@ namespace kiln {
 // count, capped by the cgroup quota rounded up.
 int usable_cpus() noexcept;
 
-// Physical cores among the CPUs of the affinity mask (SMT siblings count
-// once; logical CPUs when the topology cannot be read), capped by usable_cpus().
+// Physical performance cores among the CPUs of the affinity mask (SMT siblings
+// count once, efficiency cores not at all: cpu_topology.h; logical CPUs when
+// the topology cannot be read), capped by usable_cpus(). Off Linux: macOS's
+// hw.perflevel0.physicalcpu (else hw.physicalcpu), FreeBSD's kern.smp.cores,
+// else the logical CPUs.
 int default_thread_count() noexcept;
 
 // The CPUs a cgroup v2 "cpu.max" line allows ("150000 100000" -> 1.5), or

@@ -68,7 +68,11 @@ ToolRun run_tool_measured(const std::string& name, const std::string& args) {
     run.status = WEXITSTATUS(raw);
     run.out = read_text(dir.path() / "out");
     run.err = read_text(dir.path() / "err");
+#if defined(__APPLE__)
+    run.peak_rss_kib = usage.ru_maxrss / 1024;  // macOS counts bytes, Linux and the BSDs KiB
+#else
     run.peak_rss_kib = usage.ru_maxrss;
+#endif
     return run;
 }
 

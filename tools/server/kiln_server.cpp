@@ -7,11 +7,13 @@
 #include <signal.h>
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
+#include "engine/core/platform.h"
 #include "engine/models/architectures.h"
 #include "engine/runtime/thread_pool.h"
 #include "formats/chat/chat_template.h"
@@ -27,6 +29,32 @@
 namespace {
 
 using namespace kiln::server;
+
+// Waits, 0.2 s at a time, until one of the blocked `signals` arrives (its
+// number) or `ended` turns true (-1).
+int wait_for_signal(const sigset_t& signals, const std::atomic<bool>& ended) {
+#if KILN_OS_LINUX
+    const timespec poll{0, 200'000'000};
+    int signal_number = -1;
+    while (!ended && signal_number < 0) signal_number = sigtimedwait(&signals, nullptr, &poll);
+    return signal_number;
+#else
+    // macOS has no sigtimedwait: look at what is pending, and take it with sigwait, which then returns at once.
+    while (!ended) {
+        sigset_t pending;
+        sigemptyset(&pending);
+        if (sigpending(&pending) == 0)
+            for (int s : {SIGINT, SIGTERM})
+                if (sigismember(&signals, s) == 1 && sigismember(&pending, s) == 1) {
+                    int taken = s;
+                    sigwait(&signals, &taken);
+                    return taken;
+                }
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    return -1;
+#endif
+}
 
 int serve(const ServerOptions& o) {
     // Signals go to the one thread that waits for them (below), never to an
@@ -86,9 +114,7 @@ int serve(const ServerOptions& o) {
         server.listen_after_bind();
         listening_ended = true;
     });
-    const timespec poll{0, 200'000'000};
-    int signal_number = -1;
-    while (!listening_ended && signal_number < 0) signal_number = sigtimedwait(&signals, nullptr, &poll);
+    const int signal_number = wait_for_signal(signals, listening_ended);
     if (signal_number >= 0) fmt::print(stderr, "kiln-server: {} received: shutting down\n", strsignal(signal_number));
     // New requests get 503; the scheduler ends running ones, whose streams
     // then send their last event and [DONE]; then the listener stops.

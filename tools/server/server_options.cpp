@@ -29,7 +29,7 @@ page at /. Requests in -np slots advance together, one batched step at a time
   -c, --ctx-size N            context of all slots together; each slot gets N / np tokens
                               (default: the model's, at most 4096, for each slot)
   -np, --parallel N           slots: requests generated at the same time (default 1)
-  -t, --threads N             threads of the engine (default: physical cores)
+  -t, --threads N             threads of the engine (default: physical performance cores)
       --threads-http N        threads serving connections (default: 2 x np + 16)
   -b, --batch-size N          logical batch (default 2048); -ub, --ubatch-size N: physical batch
                               (default 512). A step evaluates at most min(-b, -ub) prompt tokens

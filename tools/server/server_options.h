@@ -15,7 +15,7 @@ struct ServerOptions {
     int port = 8080;
     int64_t ctx = 0;          // total context of all slots; 0: the model's (at most 4096) times the slots
     int64_t parallel = 1;     // -np: sequence slots, requests generated at the same time
-    int64_t threads = 0;      // 0: physical cores
+    int64_t threads = 0;      // 0: physical performance cores (default_thread_count)
     int64_t http_threads = 0; // 0: enough for every slot and a queue of waiting clients
     std::string api_key;      // empty: no key needed
     std::string chat_template_file;
