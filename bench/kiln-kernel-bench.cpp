@@ -41,18 +41,10 @@
 
 #include <fmt/format.h>
 
-#if defined(__AVX512F__) || defined(__AVX2__)
-// GCC 12 flags the undefined registers inside its own AVX-512 intrinsics as
-// uninitialized once inlined (GCC bug 105593); silence it where they are read.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-#endif
 
 #include "bench/machine_limits.h"
 #include "engine/core/dtype.h"
+#include "engine/kernels/cpu_features.h"
 #include "engine/kernels/matmul.h"
 #include "engine/runtime/thread_pool.h"
 #include "tools/common/cli.h"
@@ -107,58 +99,73 @@ struct Rng {
 // ------------------------------------------------------------------ limits
 
 // FMA peak in GFLOP/s: 12 independent accumulator chains per thread cover
-// FMA latency (4 cycles) times two FMA ports with room to spare.
+// FMA latency (4 cycles) times two FMA ports with room to spare: 12 chains of
+// `iterations` FMAs each, with the widest vectors this CPU has (the bench is
+// built for the x86-64 baseline, so the wide forms are compiled for their own
+// instruction set alone and called only where the CPU has it). Returns a sum
+// that keeps the work alive and sets *lanes to the vector width used.
+#define KILN_FMA_CHAINS(V, fma, set)                                                                        \
+    const V m = set(0.999999f), c = set(1e-7f);                                                             \
+    V a0 = set(1), a1 = set(2), a2 = set(3), a3 = set(4), a4 = set(5), a5 = set(6);                         \
+    V a6 = set(7), a7 = set(8), a8 = set(9), a9 = set(10), a10 = set(11), a11 = set(12);                    \
+    for (int64_t i = 0; i < iterations; ++i) {                                                              \
+        a0 = fma(a0, m, c), a1 = fma(a1, m, c), a2 = fma(a2, m, c), a3 = fma(a3, m, c);                     \
+        a4 = fma(a4, m, c), a5 = fma(a5, m, c), a6 = fma(a6, m, c), a7 = fma(a7, m, c);                     \
+        a8 = fma(a8, m, c), a9 = fma(a9, m, c), a10 = fma(a10, m, c), a11 = fma(a11, m, c);                 \
+    }
+#if defined(__x86_64__)
+[[gnu::target("avx512f")]] float fma_chains_avx512(int64_t iterations) {
+    KILN_FMA_CHAINS(__m512, _mm512_fmadd_ps, _mm512_set1_ps)
+    alignas(64) float f[16];
+    _mm512_store_ps(f, _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
+                                     _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)),
+                                                   _mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11)))));
+    float total = 0;
+    for (float v : f) total += v;
+    return total;
+}
+[[gnu::target("avx2,fma")]] float fma_chains_avx2(int64_t iterations) {
+    KILN_FMA_CHAINS(__m256, _mm256_fmadd_ps, _mm256_set1_ps)
+    alignas(32) float f[8];
+    _mm256_store_ps(f, _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
+                                     _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7)),
+                                                   _mm256_add_ps(_mm256_add_ps(a8, a9), _mm256_add_ps(a10, a11)))));
+    float total = 0;
+    for (float v : f) total += v;
+    return total;
+}
+#endif
+float fma_chains_scalar(int64_t iterations) {
+    const auto fma = [](float a, float b, float c) { return a * b + c; };
+    const auto set = [](float v) { return v; };
+    KILN_FMA_CHAINS(float, fma, set)
+    return a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8 + a9 + a10 + a11;
+}
+#undef KILN_FMA_CHAINS
+
+float fma_chains(int64_t iterations, int* lanes) {
+#if defined(__x86_64__)
+    if (kiln::kernels::cpu_features().x86_64_v4) return *lanes = 16, fma_chains_avx512(iterations);
+    if (kiln::kernels::cpu_features().x86_64_v3) return *lanes = 8, fma_chains_avx2(iterations);
+#endif
+    *lanes = 1;
+    return fma_chains_scalar(iterations);
+}
+
 double measure_fma_peak(kiln::ThreadPool& pool, int reps, int64_t iterations) {
     double best = 0;
     std::vector<float> sinks(static_cast<size_t>(pool.size()) * 16);
+    int lanes = 1;
     for (int rep = 0; rep < reps; ++rep) {
         const double t0 = now();
         pool.run([&](int ith, int) {
-#if defined(__AVX512F__)
-            using V = __m512;
-            const auto fma = [](V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); };
-            const auto set = [](float v) { return _mm512_set1_ps(v); };
-            const auto sum = [](V v) { return _mm512_reduce_add_ps(v); };
-            constexpr int kLanes = 16;
-#elif defined(__AVX2__) && defined(__FMA__)
-            using V = __m256;
-            const auto fma = [](V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); };
-            const auto set = [](float v) { return _mm256_set1_ps(v); };
-            const auto sum = [](V v) {
-                alignas(32) float f[8];
-                _mm256_store_ps(f, v);
-                return f[0] + f[1] + f[2] + f[3] + f[4] + f[5] + f[6] + f[7];
-            };
-            constexpr int kLanes = 8;
-#else
-            using V = float;
-            const auto fma = [](V a, V b, V c) { return a * b + c; };
-            const auto set = [](float v) { return v; };
-            const auto sum = [](V v) { return v; };
-            constexpr int kLanes = 1;
-#endif
-            static_assert(kLanes > 0);
-            const V m = set(0.999999f), c = set(1e-7f);
-            V a0 = set(1), a1 = set(2), a2 = set(3), a3 = set(4), a4 = set(5), a5 = set(6);
-            V a6 = set(7), a7 = set(8), a8 = set(9), a9 = set(10), a10 = set(11), a11 = set(12);
-            for (int64_t i = 0; i < iterations; ++i) {
-                a0 = fma(a0, m, c), a1 = fma(a1, m, c), a2 = fma(a2, m, c), a3 = fma(a3, m, c);
-                a4 = fma(a4, m, c), a5 = fma(a5, m, c), a6 = fma(a6, m, c), a7 = fma(a7, m, c);
-                a8 = fma(a8, m, c), a9 = fma(a9, m, c), a10 = fma(a10, m, c), a11 = fma(a11, m, c);
-            }
-            sinks[static_cast<size_t>(ith) * 16] =
-                sum(a0) + sum(a1) + sum(a2) + sum(a3) + sum(a4) + sum(a5) + sum(a6) + sum(a7) + sum(a8) + sum(a9) +
-                sum(a10) + sum(a11);
+            int used = 1;
+            sinks[static_cast<size_t>(ith) * 16] = fma_chains(iterations, &used);
+            if (ith == 0) lanes = used;
         });
         const double seconds = now() - t0;
-#if defined(__AVX512F__)
-        constexpr double kFlopsPerIteration = 12 * 16 * 2;
-#elif defined(__AVX2__) && defined(__FMA__)
-        constexpr double kFlopsPerIteration = 12 * 8 * 2;
-#else
-        constexpr double kFlopsPerIteration = 12 * 2;
-#endif
-        best = std::max(best, kFlopsPerIteration * static_cast<double>(iterations) * pool.size() / seconds / 1e9);
+        const double flops_per_iteration = 12.0 * lanes * 2;
+        best = std::max(best, flops_per_iteration * static_cast<double>(iterations) * pool.size() / seconds / 1e9);
     }
     volatile float keep = 0;
     for (float s : sinks) keep = keep + s;

@@ -14,7 +14,7 @@
 
 #include <fmt/format.h>
 
-#if defined(__AVX512F__)
+#if defined(__x86_64__)
 // GCC 12 flags the undefined registers inside its own AVX-512 intrinsics as
 // uninitialized once inlined (GCC bug 105593); silence it where they are read.
 #pragma GCC diagnostic push
@@ -25,6 +25,7 @@
 #endif
 
 #include "engine/core/platform.h"
+#include "engine/kernels/cpu_features.h"
 #include "engine/runtime/thread_pool.h"
 
 namespace kiln::bench {
@@ -75,6 +76,45 @@ inline std::string read_l3_size() {
 // way a matvec reads several weight rows at once: on this machine 2 streams
 // draw about 10% more than one (and more than 4 or 8), and the kernels should
 // be held to the best the memory system gives, not to a weak reference.
+// The sum of `streams` runs of `per` words (per a multiple of 8) read side by
+// side, with the widest loads this CPU has: the benches are built for the
+// x86-64 baseline, so the wide forms are compiled for their own instruction
+// set alone and called only where the CPU has it (kernels/cpu_features.h).
+inline uint64_t read_streams_plain(const uint64_t* base, int64_t per, int64_t streams) {
+    uint64_t lanes[8] = {};
+    for (int64_t i = 0; i < per; i += 8)
+        for (int64_t s = 0; s < streams; ++s)
+            for (int64_t j = 0; j < 8; ++j) lanes[j] += base[s * per + i + j];
+    uint64_t total = 0;
+    for (uint64_t v : lanes) total += v;
+    return total;
+}
+#if defined(__x86_64__)
+[[gnu::target("avx2")]] inline uint64_t read_streams_avx2(const uint64_t* base, int64_t per, int64_t streams) {
+    __m256i acc = _mm256_setzero_si256();
+    for (int64_t i = 0; i < per; i += 8)
+        for (int64_t s = 0; s < streams; ++s) {
+            const auto* p = reinterpret_cast<const __m256i*>(base + s * per + i);
+            acc = _mm256_add_epi64(acc, _mm256_add_epi64(_mm256_loadu_si256(p), _mm256_loadu_si256(p + 1)));
+        }
+    return static_cast<uint64_t>(_mm256_extract_epi64(acc, 0) + _mm256_extract_epi64(acc, 1) +
+                                 _mm256_extract_epi64(acc, 2) + _mm256_extract_epi64(acc, 3));
+}
+[[gnu::target("avx512f")]] inline uint64_t read_streams_avx512(const uint64_t* base, int64_t per, int64_t streams) {
+    __m512i acc = _mm512_setzero_si512();
+    for (int64_t i = 0; i < per; i += 8)
+        for (int64_t s = 0; s < streams; ++s) acc = _mm512_add_epi64(acc, _mm512_loadu_si512(base + s * per + i));
+    return static_cast<uint64_t>(_mm512_reduce_add_epi64(acc));
+}
+#endif
+inline uint64_t read_streams(const uint64_t* base, int64_t per, int64_t streams) {
+#if defined(__x86_64__)
+    if (kiln::kernels::cpu_features().x86_64_v4) return read_streams_avx512(base, per, streams);
+    if (kiln::kernels::cpu_features().x86_64_v3) return read_streams_avx2(base, per, streams);
+#endif
+    return read_streams_plain(base, per, streams);
+}
+
 inline double measure_bandwidth(kiln::ThreadPool& pool, const uint64_t* data, size_t words, int reps) {
     constexpr int64_t kStreams = 2;
     constexpr int64_t kWordsPerStep = 8;  // one 64-byte line per stream per step
@@ -88,21 +128,7 @@ inline double measure_bandwidth(kiln::ThreadPool& pool, const uint64_t* data, si
             const auto [b, e] = kiln::split_range(static_cast<int64_t>(words), ith, nth);
             const int64_t per = (e - b) / kStreams / kWordsPerStep * kWordsPerStep;
             const uint64_t* base = data + b;
-#if defined(__AVX512F__)
-            __m512i acc = _mm512_setzero_si512();
-            for (int64_t i = 0; i < per; i += kWordsPerStep)
-                for (int64_t s = 0; s < kStreams; ++s)
-                    acc = _mm512_add_epi64(acc, _mm512_loadu_si512(base + s * per + i));
-            alignas(64) uint64_t lanes[8];
-            _mm512_store_si512(lanes, acc);
-#else
-            uint64_t lanes[8] = {};
-            for (int64_t i = 0; i < per; i += kWordsPerStep)
-                for (int64_t s = 0; s < kStreams; ++s)
-                    for (int64_t j = 0; j < kWordsPerStep; ++j) lanes[j] += base[s * per + i + j];
-#endif
-            uint64_t total = 0;
-            for (uint64_t v : lanes) total += v;
+            const uint64_t total = read_streams(base, per, kStreams);
             sinks[static_cast<size_t>(ith) * 8] = total;
             per_thread[static_cast<size_t>(ith)] = static_cast<size_t>(per * kStreams) * 8;
         });

@@ -89,9 +89,9 @@ std::string pre_type(const json& pre, const std::string& where) {
         const std::string r = (*pattern)["Regex"].get<std::string>();
         if (r == kLlama3Split) return "llama-bpe";
         if (r == kQwen2Split) return "qwen2";
-        refuse(fmt::format("splits by the regex '{}', which is not one kiln knows", printable(r.substr(0, 80))));
+        return refuse(fmt::format("splits by the regex '{}', which is not one kiln knows", printable(r.substr(0, 80))));
     }
-    refuse("is not one kiln knows");
+    return refuse("is not one kiln knows");
 }
 
 std::optional<uint32_t> config_id(const json& config, std::string_view key, size_t n_tokens, const std::string& where) {
