@@ -2,7 +2,7 @@
 // weights, and int8 block dot products for Q8_0 and Q4_0 (against Q8_0
 // activations). Compiled with __ARM_FEATURE_DOTPROD (-march=armv8.2-a+dotprod)
 // the same source is the "neon-dotprod" set, whose int8 products use `sdot`
-// and which is offered only when the CPU reports ASIMDDP. The K-quants are in
+// (the kernel target of that name, engine/kernels/targets.cmake). The K-quants are in
 // matmul_neon_kquants.cpp; every other type runs the scalar reference.
 //
 // The float kernels are the shared xsimd templates (matmul_float_simd.h) with
@@ -22,11 +22,6 @@
 #include <cfloat>
 #include <cstring>
 #include <utility>
-
-#if defined(__ARM_FEATURE_DOTPROD)
-#include <asm/hwcap.h>
-#include <sys/auxv.h>
-#endif
 
 #include "engine/core/half.h"
 #include "engine/kernels/matmul_float_simd.h"
@@ -320,15 +315,9 @@ constexpr MatmulKernels kNeon{"neon", neon_prepare_row, neon_matmul};
 
 }  // namespace
 
-const MatmulKernels* neon_matmul_kernels() noexcept {
-#if defined(__ARM_FEATURE_DOTPROD)
-    // Built for a CPU with sdot: offered only where the kernel says it has it.
-    static const bool supported = (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
-    return supported ? &kNeon : nullptr;
-#else
-    return &kNeon;  // NEON is part of every aarch64 CPU
-#endif
-}
+// The "neon-dotprod" kernel target is chosen only on a CPU with sdot
+// (kernel_targets.cpp), and NEON is part of every aarch64 CPU.
+const MatmulKernels* neon_matmul_kernels() noexcept { return &kNeon; }
 
 }  // namespace kiln::kernels::detail
 
