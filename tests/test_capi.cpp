@@ -33,7 +33,7 @@ std::string kiln_greedy(const std::string& prompt, int n) {
 TEST_CASE("C API: greedy generation from C equals kiln --temp 0", "[capi]") {
     for (const auto& [prompt, n] : {std::pair<std::string, int>{"Once upon a time", 32}, {"The cat", 48}}) {
         const std::string expected = kiln_greedy(prompt, n);
-        const test::ToolRun run = run_command(fmt::format("{} generate {} {} {}", shell_quote(KILN_CAPI_DRIVER),
+        const test::ToolRun run = run_command(fmt::format("{} generate {} {} {}", test::program_command(KILN_CAPI_DRIVER),
                                                           shell_quote(model_path()), shell_quote(prompt), n));
         INFO(run.err);
         REQUIRE(run.status == 0);
@@ -44,14 +44,14 @@ TEST_CASE("C API: greedy generation from C equals kiln --temp 0", "[capi]") {
 
 TEST_CASE("C API: two slots decoded in one batch, chat templates and error paths, from C", "[capi]") {
     const test::ToolRun run =
-        run_command(fmt::format("{} checks {}", shell_quote(KILN_CAPI_DRIVER), shell_quote(model_path())));
+        run_command(fmt::format("{} checks {}", test::program_command(KILN_CAPI_DRIVER), shell_quote(model_path())));
     INFO(run.err);
     CHECK(run.status == 0);
     CHECK(run.out == "ok\n");
 }
 
 TEST_CASE("C API: a missing model is one error line from the C driver", "[capi]") {
-    const test::ToolRun run = run_command(fmt::format("{} generate /nonexistent.gguf Hi 4", shell_quote(KILN_CAPI_DRIVER)));
+    const test::ToolRun run = run_command(fmt::format("{} generate /nonexistent.gguf Hi 4", test::program_command(KILN_CAPI_DRIVER)));
     CHECK(run.status == 1);
     CHECK(run.err.find("/nonexistent.gguf") != std::string::npos);
     CHECK(run.err.find('\n') == run.err.size() - 1);

@@ -542,7 +542,7 @@ TEST_CASE("export_pt: a full disk during --to safetensors leaves no folder, for 
         // as a full disk fails it with ENOSPC; SIGXFSZ is ignored so that the error reaches kiln-convert.
         const std::string command = fmt::format(
             "sh -c \"trap '' XFSZ; ulimit -f 128; exec {} {} -o {} --to safetensors\" 2>&1",
-            shell_quote(test::tool_path("kiln-convert").string()), shell_quote(in.string()),
+            test::tool_command("kiln-convert"), shell_quote(in.string()),
             shell_quote((out_parent / "m").string()));
         const auto [status, out] = capture(command);
         INFO(out);

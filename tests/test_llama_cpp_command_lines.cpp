@@ -105,7 +105,7 @@ std::string rewrite(const std::string& line, const std::string& text_file) {
     replace_all(rest, "--port 8080", "--port 0");
     if (tool == "kiln-bench" && rest.find(" -m ") == std::string::npos) rest = " -m " + model + rest;
     if (tool == "kiln-server" && rest.find("--port") == std::string::npos) rest += " --port 0";
-    return shell_quote(kiln::test::tool_path(tool).string()) + rest;
+    return kiln::test::tool_command(tool) + rest;
 }
 
 size_t line_count(const std::string& text) {

@@ -44,7 +44,7 @@ TEST_CASE("kiln -p takes escapes by default and --no-escape keeps them", "[cli][
 
 TEST_CASE("kiln -f - reads the prompt from standard input, less one final newline", "[cli]") {
     const auto from_stdin =
-        kiln::test::run_command("printf 'Once upon a time\\n' | " + shell_quote(kiln::test::tool_path("kiln").string()) +
+        kiln::test::run_command("printf 'Once upon a time\\n' | " + kiln::test::tool_command("kiln") +
                                 " -m " + stories() + " -f - -n 8 -s 3 --temp 0");
     INFO(from_stdin.err);
     REQUIRE(from_stdin.status == 0);

@@ -56,10 +56,10 @@ TEST_CASE("every tool prints --version: version, commit, build, kernel targets",
     const std::string version = project_version();
     for (const char* tool : {"kiln", "kiln-convert", "kiln-perplexity", "kiln-bench", "kiln-tokenize", "kiln-train", "kiln-server",
                              "kiln-kernel-bench"}) {
-        const std::string path = std::string(tool) == "kiln-kernel-bench"
-                                     ? (std::filesystem::path(KILN_BENCH_DIR) / tool).string()
-                                     : test::tool_path(tool).string();
-        const test::ToolRun run = test::run_command(shell_quote(path) + " --version");
+        const std::filesystem::path path = std::string(tool) == "kiln-kernel-bench"
+                                               ? std::filesystem::path(KILN_BENCH_DIR) / tool
+                                               : test::tool_path(tool);
+        const test::ToolRun run = test::run_command(test::program_command(path) + " --version");
         INFO(tool << ": " << run.out << run.err);
         CHECK(run.status == 0);
         CHECK(run.err.empty());
@@ -78,14 +78,14 @@ TEST_CASE("every tool prints --version: version, commit, build, kernel targets",
 }
 
 TEST_CASE("kiln --version names the kernel target KILN_KERNELS chose", "[cli][version]") {
-    const test::ToolRun run = test::run_command("KILN_KERNELS=scalar " + shell_quote(test::tool_path("kiln").string()) + " --version");
+    const test::ToolRun run = test::run_command("KILN_KERNELS=scalar " + test::tool_command("kiln") + " --version");
     CHECK(run.status == 0);
     CHECK(run.out.find("in use: scalar (matmul scalar)\n") != std::string::npos);
 }
 
 TEST_CASE("a kernel target the build lacks is one line and a failure, not a fallback", "[cli][version]") {
     const test::ToolRun run =
-        test::run_command("KILN_KERNELS=avx9000 " + shell_quote(test::tool_path("kiln").string()) + " --version");
+        test::run_command("KILN_KERNELS=avx9000 " + test::tool_command("kiln") + " --version");
     CHECK(run.status != 0);
     CHECK(run.out.empty());
     CHECK(run.err.starts_with("kiln: KILN_KERNELS=avx9000 names no kernel target of this build (it has: "));

@@ -105,8 +105,12 @@ void layer_norm(const float* x, const float* weight, const float* bias, float ep
 
 void softmax(const float* x, float* out, int64_t n) noexcept {
     if (n <= 0) return;
-    double max = -std::numeric_limits<double>::infinity();
-    for (int64_t i = 0; i < n; ++i) max = std::fmax(max, x[i]);
+    // The largest entry is one of the floats, so it is found in float (exactly);
+    // the same loop over doubles crashes GCC 12's aarch64 vectorizer (an
+    // internal compiler error in vect_transform_reduction).
+    float largest = -std::numeric_limits<float>::infinity();
+    for (int64_t i = 0; i < n; ++i) largest = std::fmax(largest, x[i]);
+    const double max = largest;
     if (max == -std::numeric_limits<double>::infinity()) {
         // Every entry is -inf (a fully masked row): zeros, the same convention
         // as attend's fully masked query, rather than 0/0 = NaN.

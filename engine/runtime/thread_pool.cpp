@@ -9,6 +9,9 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define KILN_CPU_RELAX() _mm_pause()
+#elif defined(__aarch64__)
+// The spin-wait hint of ARM (what _mm_pause is to x86); a system call per spin would cost microseconds.
+#define KILN_CPU_RELAX() __asm__ __volatile__("yield" ::: "memory")
 #else
 #define KILN_CPU_RELAX() std::this_thread::yield()
 #endif

@@ -34,8 +34,18 @@ std::string shell_quote(const std::string& s) {
     return out + "'";
 }
 
+std::string program_command(const std::filesystem::path& program) {
+#if defined(KILN_TEST_LAUNCHER)
+    return std::string(KILN_TEST_LAUNCHER) + " " + shell_quote(program.string());
+#else
+    return shell_quote(program.string());
+#endif
+}
+
+std::string tool_command(const std::string& name) { return program_command(tool_path(name)); }
+
 ToolRun run_tool(const std::string& name, const std::string& args, const std::string& shell_before) {
-    return run_command(fmt::format("{} {} {}", shell_before, shell_quote(tool_path(name).string()), args));
+    return run_command(fmt::format("{} {} {}", shell_before, tool_command(name), args));
 }
 
 ToolRun run_command(const std::string& command_line) {
@@ -54,7 +64,7 @@ ToolRun run_command(const std::string& command_line) {
 
 ToolRun run_tool_measured(const std::string& name, const std::string& args) {
     TempDir dir;
-    const std::string command = fmt::format("exec {} {} >{} 2>{}", shell_quote(tool_path(name).string()), args,
+    const std::string command = fmt::format("exec {} {} >{} 2>{}", tool_command(name), args,
                                             shell_quote((dir.path() / "out").string()),
                                             shell_quote((dir.path() / "err").string()));
     const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};

@@ -14,6 +14,13 @@ struct ToolRun {
 // Path of a built program: "kiln-convert", or a tool such as "kiln".
 std::filesystem::path tool_path(const std::string& name);
 
+// The shell words that start a built program: its quoted path, behind the
+// emulator that runs the build's binaries when they are cross-compiled
+// (KILN_TEST_LAUNCHER, e.g. qemu-aarch64; see cmake/toolchains/).
+std::string program_command(const std::filesystem::path& program);
+// program_command(tool_path(name)).
+std::string tool_command(const std::string& name);
+
 // Runs the program with `args` (shell-quoted by the caller where needed).
 // `shell_before` runs in the same shell first, e.g. "ulimit -v 400000 &&".
 ToolRun run_tool(const std::string& name, const std::string& args, const std::string& shell_before = "");
