@@ -12,6 +12,10 @@
 #   KILN_X86_BUILD     the host build whose kiln the greedy text is compared with
 #                      (default: build/; built there, kiln alone, when missing)
 #   KILN_AARCH64_TESTS a ctest -R regex to run part of the suite
+#   KILN_AARCH64_TAGS  Catch2 tags (e.g. "[kernels]"): instead of ctest, run
+#                      kiln-tests with them once per kernel target the emulated
+#                      CPU runs (what CI does: the whole suite takes too long
+#                      under qemu)
 # Exits non-zero when the build or any test fails, or the texts differ.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -63,8 +67,18 @@ start=$SECONDS
 ctest_args=(--test-dir build-aarch64 --output-on-failure -j"$jobs" --label-exclude 'long|server' -E "$excluded_names")
 [ -n "${KILN_AARCH64_TESTS:-}" ] && ctest_args+=(-R "$KILN_AARCH64_TESTS")
 status=0
-ctest "${ctest_args[@]}" || status=$?
-echo "suite under qemu (${QEMU_CPU:-default CPU}): $((SECONDS - start)) s" >&2
+if [ -n "${KILN_AARCH64_TAGS:-}" ]; then
+  targets=$(qemu-aarch64 -L / build-aarch64/tools/kiln --version |
+            sed -n 's/^kernel targets: \(.*\) (runnable on this CPU;.*/\1/p' | tr -d ',')
+  for target in $targets; do
+    echo "== KILN_KERNELS=$target kiln-tests \"$KILN_AARCH64_TAGS\"" >&2
+    KILN_KERNELS=$target qemu-aarch64 -L / build-aarch64/tests/kiln-tests "$KILN_AARCH64_TAGS" | tail -2 || status=1
+  done
+  echo "tests $KILN_AARCH64_TAGS under qemu (${QEMU_CPU:-default CPU}), targets $targets: $((SECONDS - start)) s" >&2
+else
+  ctest "${ctest_args[@]}" || status=$?
+  echo "suite under qemu (${QEMU_CPU:-default CPU}): $((SECONDS - start)) s" >&2
+fi
 
 # ---- greedy text on stories260K: the aarch64 kiln (under qemu) against the x86 build's.
 model="$shared/models/stories260K.gguf"
