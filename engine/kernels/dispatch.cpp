@@ -35,12 +35,7 @@ void rope(float* x, const RopeSpec& s, int64_t pos, const float* freq_factors) n
     target().rope(x, s, pos, freq_factors);
 }
 void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos, float freq_base) noexcept {
-    RopeSpec s;
-    s.n_heads = n_heads;
-    s.head_dim = head_dim;
-    s.n_rot = n_rot;
-    s.freq_base = freq_base;
-    target().rope(x, s, pos, nullptr);
+    target().rope(x, RopeSpec{.n_heads = n_heads, .head_dim = head_dim, .n_rot = n_rot, .freq_base = freq_base}, pos, nullptr);
 }
 
 void fp32_to_fp16_row(const float* x, uint16_t* out, int64_t n) noexcept { target().fp32_to_fp16_row(x, out, n); }

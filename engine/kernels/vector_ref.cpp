@@ -151,12 +151,7 @@ void rope(float* x, const RopeSpec& s, int64_t pos, const float* freq_factors) n
 }
 
 void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos, float freq_base) noexcept {
-    RopeSpec s;
-    s.n_heads = n_heads;
-    s.head_dim = head_dim;
-    s.n_rot = n_rot;
-    s.freq_base = freq_base;
-    rope(x, s, pos, nullptr);
+    rope(x, RopeSpec{.n_heads = n_heads, .head_dim = head_dim, .n_rot = n_rot, .freq_base = freq_base}, pos, nullptr);
 }
 
 }  // namespace kiln::kernels::ref
