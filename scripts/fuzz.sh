@@ -2,7 +2,7 @@
 # Fuzzes every parser of untrusted bytes (tests/fuzz/: GGUF, zip/.pt, pickles,
 # safetensors, Hugging Face config.json / tokenizer.json / tokenizer_config.json,
 # SentencePiece, llama2.c model and tokenizer, nanoGPT meta.pkl, prompt text,
-# chat templates, prompt caches) with libFuzzer (clang) under ASan+UBSan, one target at a time.
+# chat templates, prompt caches, kiln-server's request bodies) with libFuzzer (clang) under ASan+UBSan, one target at a time.
 #   bash scripts/fuzz.sh [SECONDS [TARGET...]]      (default 60, every target)
 # The targets share 2.5 x SECONDS of fuzzing (at least 5 s each): `fuzz.sh 60`
 # (CI) fuzzes for about 2.5 minutes in all, `fuzz.sh 1800` about 6 minutes per
@@ -37,6 +37,7 @@ all_targets=(
   "llama2c-tokenizer|4096|tests/fuzz/corpus/llama2c_tokenizer|tests/fuzz/dict/llama2c.dict"
   "nanogpt-meta|4096|tests/fuzz/corpus/nanogpt_meta|tests/fuzz/dict/pickle.dict"
   "prompt-cache|4096|tests/fuzz/corpus/prompt_cache|"
+  "server-request|8192|tests/fuzz/corpus/server_request|tests/fuzz/dict/server_request.dict"
 )
 targets=()
 if (($# == 0)); then

@@ -118,6 +118,42 @@ TEST_CASE("bad requests are 400 errors that name the problem", "[server]") {
     CHECK(error_of([] { text(R"({"prompt": "x", "logprobs": true})"); }).first == 400);
 }
 
+TEST_CASE("hostile request bodies are 400 errors, never another exception or a deep copy", "[server]") {
+    // A number too large for a double is nlohmann's out_of_range, not a
+    // parse_error: it escaped as a 500 until fuzz-server-request found it.
+    for (const std::string body : {R"({"prompt": 1e400})", R"({"messages": [], "temperature": -1e999})",
+                                   R"({"prompt": 1844674401e308})"}) {
+        INFO(body);
+        const auto [status, what] = error_of([&] { parse_json_body(body); });
+        CHECK(status == 400);
+        CHECK_THAT(what, Catch::Contains("not valid JSON") && Catch::Contains("number overflow"));
+    }
+    // A float where an integer goes: whole values are taken, others refused,
+    // and one beyond int64's range is refused before any cast.
+    CHECK(chat(R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 16.0})").params.max_tokens == 16);
+    for (const std::string field : {R"("max_tokens": 1e300)", R"("max_tokens": -9.3e18)", R"("top_k": 2.4e48)"}) {
+        INFO(field);
+        const auto [status, what] = error_of([&] { chat(R"({"messages": [{"role": "user", "content": "x"}], )" + field + "}"); });
+        CHECK(status == 400);
+        CHECK_THAT(what, Catch::Contains("must be between"));
+    }
+    CHECK(error_of([] { text(R"({"prompt": "x", "logprobs": 2444444444444444444444444444444444444444444444444})"); }).first == 400);
+    CHECK(error_of([] { chat(R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 2.5})"); }).second ==
+          "'max_tokens' must be an integer");
+
+    // Nesting is refused before parsing (a message is copied, and error text
+    // printed, one stack frame per level); brackets inside strings do not count.
+    const std::string deep = std::string(kMaxRequestJsonDepth + 1, '[') + std::string(kMaxRequestJsonDepth + 1, ']');
+    const auto [status, what] = error_of([&] { chat(R"({"messages": [{"role": "user", "content": "x", "name": )" + deep + "}]}"); });
+    CHECK(status == 400);
+    CHECK_THAT(what, Catch::Contains("more than 256 levels deep"));
+    CHECK(error_of([] { parse_json_body(std::string(1'000'000, '{')); }).first == 400);
+    const std::string at_limit = std::string(kMaxRequestJsonDepth - 3, '[') + std::string(kMaxRequestJsonDepth - 3, ']');
+    CHECK(chat(R"({"messages": [{"role": "user", "content": "x", "name": )" + at_limit + "}]}").messages.size() == 1);
+    CHECK(chat(R"({"messages": [{"role": "user", "content": ")" + std::string(10'000, '[') + "\"}]}").messages[0]["content"] ==
+          std::string(10'000, '['));
+}
+
 TEST_CASE("errors and streamed chunks have OpenAI's shapes", "[server]") {
     const nlohmann::json e = error_json(401, "invalid API key");
     CHECK(e == nlohmann::json::parse(R"({"error": {"message": "invalid API key", "type": "authentication_error", "code": 401}})"));

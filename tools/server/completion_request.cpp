@@ -1,7 +1,9 @@
 #include "tools/server/completion_request.h"
 
+#include <cmath>
 #include <limits>
 
+#include "formats/checkpoint/json_limits.h"
 #include "tools/server/api_error.h"
 
 namespace kiln::server {
@@ -29,10 +31,12 @@ int64_t integer_field(const Json& body, const char* name, int64_t fallback, int6
     const Json* v = field(body, name);
     if (!v) return fallback;
     if (!v->is_number_integer()) {
-        // 16.0 is an integer to JavaScript clients.
-        if (v->is_number_float() && v->get<double>() == static_cast<double>(static_cast<int64_t>(v->get<double>())))
-            return integer_field(Json{{name, static_cast<int64_t>(v->get<double>())}}, name, fallback, min, max);
-        bad_request("'{}' must be an integer", name);
+        // 16.0 is an integer to JavaScript clients. A double outside int64's
+        // range must be refused before the cast, which would be undefined.
+        const double d = v->is_number_float() ? v->get<double>() : 0.5;
+        if (d != std::trunc(d)) bad_request("'{}' must be an integer", name);
+        if (!(d >= -0x1p63 && d < 0x1p63)) bad_request("'{}' must be between {} and {}", name, min, max);
+        return integer_field(Json{{name, static_cast<int64_t>(d)}}, name, fallback, min, max);
     }
     if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
         bad_request("'{}' must be between {} and {}", name, min, max);
@@ -93,10 +97,15 @@ std::string message_content(const Json& message, size_t index, const std::string
 }  // namespace
 
 Json parse_json_body(std::string_view body) {
+    // Copying and printing a value recurse once per level: a body of a
+    // million '[' would parse, then overflow a handler thread's stack.
+    if (json_nesting_depth(body, kMaxRequestJsonDepth) > kMaxRequestJsonDepth)
+        bad_request("the request body nests arrays or objects more than {} levels deep", kMaxRequestJsonDepth);
     Json parsed;
     try {
         parsed = Json::parse(body.begin(), body.end());
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {
+        // parse_error, and out_of_range for a number too large for a double (1e400).
         bad_request("the request body is not valid JSON: {}", e.what());
     }
     if (!parsed.is_object()) bad_request("the request body must be a JSON object");

@@ -4,6 +4,7 @@
 // wrong type, a value out of range, an unknown role) is an ApiError(400) that
 // names the field. Fields kiln does not use are ignored, as OpenAI clients
 // send many.
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -35,7 +36,12 @@ struct CompletionRequest {
     std::string model;  // as the client named it (echoed back)
 };
 
-// Parses a JSON text; throws ApiError(400) for anything wrong with it.
+// Deeper nesting than any request needs (OpenAI tool schemas nest a few
+// dozen levels at most).
+inline constexpr size_t kMaxRequestJsonDepth = 256;
+
+// Parses a JSON text; throws ApiError(400) for anything wrong with it, nesting
+// deeper than kMaxRequestJsonDepth included.
 nlohmann::ordered_json parse_json_body(std::string_view body);
 
 CompletionRequest parse_completion_request(const nlohmann::ordered_json& body, Endpoint endpoint,
