@@ -10,7 +10,8 @@ using namespace kiln::capi;
 namespace {
 
 std::unique_ptr<kiln::ThreadPool> new_pool(int32_t n_threads) {
-    return std::make_unique<kiln::ThreadPool>(n_threads > 0 ? n_threads : kiln::ThreadPool::physical_cores());
+    return std::make_unique<kiln::ThreadPool>(n_threads > 0 ? n_threads : kiln::ThreadPool::physical_cores(),
+                                              kiln::LoadAdaptation::follow_free_cpus);
 }
 
 void check_slot(const kiln_context& ctx, int32_t slot) {

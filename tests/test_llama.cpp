@@ -117,6 +117,31 @@ TEST_CASE("results with 2 or 3 threads equal the 1-thread results exactly", "[ll
     }
 }
 
+TEST_CASE("a pool that changes its thread count between steps gives the 1-thread bits", "[llama][threads]") {
+    // What a pool following free CPUs does (thread_governor.h): the count may
+    // change after any run, and the logits must not notice.
+    const Fixture& f = fixture();
+    const auto tokens = f.ints("p3.tokens");
+    std::vector<std::vector<float>> runs;
+    for (const std::vector<int>& counts : {std::vector<int>{1}, std::vector<int>{3, 1, 2, 3, 2, 1, 3, 2, 1}}) {
+        ThreadPool pool(3);
+        size_t step_index = 0;
+        const auto next_count = [&] { pool.set_active(counts[step_index++ % counts.size()]); };
+        next_count();
+        auto ctx = f.model->new_session(128, 1, Executor::Mode::Fast);
+        auto logits = ctx->eval(tokens, pool, true);
+        std::vector<float> all(logits.begin(), logits.end());
+        for (int step = 0; step < 8; ++step) {
+            const int32_t next = argmax(logits.subspan(logits.size() - 512));
+            next_count();
+            logits = ctx->eval(std::span(&next, 1), pool);
+            all.insert(all.end(), logits.begin(), logits.end());
+        }
+        runs.push_back(std::move(all));
+    }
+    CHECK(runs[1] == runs[0]);
+}
+
 TEST_CASE("the scalar reference path agrees with the fast path", "[llama]") {
     const Fixture& f = fixture();
     ThreadPool pool(1);

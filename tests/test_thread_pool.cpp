@@ -28,6 +28,36 @@ TEST_CASE("run calls every thread exactly once with its index", "[thread_pool]")
     }
 }
 
+TEST_CASE("a run with fewer active threads calls only those, and its barriers wait for them alone", "[thread_pool]") {
+    ThreadPool pool(4);
+    // Counts that change every run: workers that sat a run out must never
+    // take part in the next one twice or with the wrong count.
+    const int counts[] = {4, 1, 3, 2, 4, 2, 1, 1, 3, 4, 2};
+    for (int round = 0; round < 300; ++round) {
+        const int active = counts[round % std::size(counts)];
+        pool.set_active(active);
+        REQUIRE(pool.active() == active);
+        std::vector<std::atomic<int>> calls(4);
+        std::vector<int> slots(4, -1);
+        std::atomic<int> bad{0};
+        pool.run([&](int ith, int nth) {
+            calls[static_cast<size_t>(ith)].fetch_add(1);
+            if (nth != active) bad.fetch_add(1);
+            slots[static_cast<size_t>(ith)] = round;
+            pool.barrier();
+            for (int j = 0; j < nth; ++j)
+                if (slots[static_cast<size_t>(j)] != round) bad.fetch_add(1);
+            pool.barrier();
+        });
+        for (int i = 0; i < 4; ++i) REQUIRE(calls[static_cast<size_t>(i)].load() == (i < active ? 1 : 0));
+        REQUIRE(bad.load() == 0);
+    }
+    pool.set_active(9);
+    CHECK(pool.active() == 4);
+    pool.set_active(0);
+    CHECK(pool.active() == 1);
+}
+
 TEST_CASE("barrier makes every thread's writes visible to all", "[thread_pool]") {
     ThreadPool pool(3);
     constexpr int kSteps = 500;

@@ -208,7 +208,7 @@ int run(const Options& o) {
     }
 
     const int threads = o.threads > 0 ? static_cast<int>(o.threads) : kiln::default_thread_count();
-    kiln::ThreadPool pool(threads);
+    kiln::ThreadPool pool(threads, kiln::LoadAdaptation::follow_free_cpus);
     const auto session = model->new_session(ctx, 1, kiln::Executor::Mode::Fast, o.cache_types);
     fmt::print(stderr, "kiln-perplexity: {} tokens, {} windows of {}, {} threads, KV cache {}/{}\n", tokens.size(),
                windows, ctx, threads, kiln::dtype_name(o.cache_types.k), kiln::dtype_name(o.cache_types.v));

@@ -308,7 +308,7 @@ int generate_causal(const Options& o, std::shared_ptr<const kiln::GgufFile> file
     kiln::tools::check_vocabulary_fits(*tokenizer, lm->info().n_vocab, file->name());
     const int64_t n_ctx = o.ctx > 0 ? o.ctx : std::min<int64_t>(lm->info().n_ctx_train, 4096);
     const int threads = thread_count(o);
-    kiln::ThreadPool pool(threads);
+    kiln::ThreadPool pool(threads, kiln::LoadAdaptation::follow_free_cpus);
 
     std::vector<int32_t> tokens = tokenizer->encode(o.prompt, tokenizer->prompt_options(o.parse_special));
     if (tokens.empty()) {
@@ -447,6 +447,9 @@ int generate_causal(const Options& o, std::shared_ptr<const kiln::GgufFile> file
                    : fmt::format("prompt {} tokens, {:.1f} tokens/s", prompt_tokens, prompt_tokens / prompt_seconds);
     fmt::print(stderr, "kiln: load {:.3f} s | {} | generation {} tokens, {:.1f} tokens/s\n", load_seconds,
                prompt_figures, generated, generated > 0 ? generated / gen_seconds : 0.0);
+    if (o.verbose && pool.active() != pool.size())
+        fmt::print(stderr, "kiln: ended on {} of {} threads: the others' CPUs were busy with other work\n", pool.active(),
+                   pool.size());
     return 0;
 }
 

@@ -107,7 +107,7 @@ void Executor::run(ThreadPool& pool) {
     // Ops that claim their work in chunks (OpDef::claiming_forward): chunk
     // c < nth goes to thread c unasked; the counters hand out the rest.
     // Reset before the run starts (pool.run publishes them to the workers).
-    for (size_t s = 0; s < steps_.size(); ++s) next_chunk_[s].store(pool.size(), std::memory_order_relaxed);
+    for (size_t s = 0; s < steps_.size(); ++s) next_chunk_[s].store(pool.active(), std::memory_order_relaxed);
     pool.run([&](int ith, int nth) {
         ExecContext ctx;
         ctx.ith = ith;

@@ -204,6 +204,14 @@ std::optional<double> cpu_limit_from_cfs(std::string_view quota_us, std::string_
     return *quota / *period;
 }
 
+std::vector<int> affinity_cpu_ids() {
+#if KILN_OS_LINUX
+    return cpus_or_all();
+#else
+    return {};
+#endif
+}
+
 int usable_cpus() noexcept {
     try {
         return usable_cpus_here();

@@ -8,6 +8,7 @@
 // KILN_GENERIC_OS) there is no mask or quota to read: the system's CPU count.
 #include <optional>
 #include <string_view>
+#include <vector>
 
 namespace kiln {
 
@@ -21,6 +22,10 @@ int usable_cpus() noexcept;
 // hw.perflevel0.physicalcpu (else hw.physicalcpu), FreeBSD's kern.smp.cores,
 // else the logical CPUs.
 int default_thread_count() noexcept;
+
+// The ids of the CPUs of the affinity mask (every CPU when it cannot be read);
+// empty off Linux.
+std::vector<int> affinity_cpu_ids();
 
 // The CPUs a cgroup v2 "cpu.max" line allows ("150000 100000" -> 1.5), or
 // nothing for "max ..." (no limit) or text that is not such a line.

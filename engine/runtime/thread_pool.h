@@ -12,29 +12,49 @@
 // thread would hold the very core that the thread it waits for needs. Spinning
 // threads also give the core up after a few microseconds, for when another
 // process takes the cores.
+//
+// A pool made with LoadAdaptation::follow_free_cpus runs only as many of its
+// threads as the process gets CPUs for (thread_governor.h): fn is then called
+// with a smaller nth, and the threads beyond it sleep through the run. Only
+// work whose result does not depend on nth may run on such a pool.
 #include <algorithm>
 #include <atomic>
 #include <exception>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <thread>
 #include <vector>
 
 #include "engine/runtime/cpu_budget.h"
+#include "engine/runtime/thread_governor.h"
 
 namespace kiln {
+
+enum class LoadAdaptation {
+    fixed,             // every run uses all threads (training, benchmarks)
+    follow_free_cpus,  // runs use as many threads as the process gets CPUs for
+};
 
 class ThreadPool {
 public:
     // n_threads >= 1; n_threads - 1 workers are started. When the system
     // refuses a thread, the ones started are stopped and kiln::Error
     // ("threads") says how many were asked, how many started, and why.
-    explicit ThreadPool(int n_threads);
+    explicit ThreadPool(int n_threads, LoadAdaptation adaptation = LoadAdaptation::fixed);
     ~ThreadPool();
     ThreadPool(const ThreadPool&) = delete;
     ThreadPool& operator=(const ThreadPool&) = delete;
 
     int size() const noexcept { return n_threads_; }
+
+    // The nth the next run() will use (size() unless the pool follows free
+    // CPUs). Changes only inside run(), after its work is done.
+    int active() const noexcept { return active_; }
+
+    // Runs use `n` threads (clamped to 1..size()) until the governor, if any,
+    // decides otherwise: for tests, and for callers that know better.
+    void set_active(int n) noexcept { active_ = std::clamp(n, 1, n_threads_); }
 
     // Runs fn(ith, nth) on every thread and waits for all. Not reentrant. If fn
     // throws on any thread, the first exception is rethrown here after all
@@ -55,11 +75,16 @@ public:
 
 private:
     void worker(int ith);
-    void wait_until_changed(std::atomic<uint64_t>& word, uint64_t seen) noexcept;
+    void wait_until_changed(std::atomic<uint64_t>& word, uint64_t seen, bool spin) noexcept;
     void stop_workers() noexcept;
+    void govern() noexcept;  // lets the governor, if any, set active_ after a run
 
     int n_threads_;
     bool spin_ = true;
+    int active_;                                  // the caller's: threads of the next run
+    std::atomic<int> run_threads_{1};             // threads of the current run (published with generation_)
+    std::unique_ptr<ThreadGovernor> governor_;    // follow_free_cpus only
+    std::unique_ptr<std::atomic<int>[]> tids_;    // kernel thread ids, the caller's first (0: not started)
     std::vector<std::thread> workers_;
     const std::function<void(int, int)>* task_ = nullptr;
 

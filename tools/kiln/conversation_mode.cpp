@@ -83,7 +83,7 @@ int run_conversation(const ConversationOptions& o, std::shared_ptr<const GgufFil
     if (end_of_turn.empty() && o.stop_strings.empty())
         fmt::print(stderr, "kiln: the vocabulary has no end-of-turn token: replies end at -n or a full context (-r TEXT ends them too)\n");
 
-    ThreadPool pool(static_cast<int>(o.threads));
+    ThreadPool pool(static_cast<int>(o.threads), LoadAdaptation::follow_free_cpus);
     auto session = lm->new_session(n_ctx, 1, Executor::Mode::Fast, o.cache_types);
     if (o.verbose)
         cli::print_load_report(

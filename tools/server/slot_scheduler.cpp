@@ -47,7 +47,7 @@ int64_t prompt_tokens_for_step(int64_t replies, int64_t available, int64_t n_slo
 }
 
 SlotScheduler::SlotScheduler(const CausalLm& lm, const Tokenizer& tokenizer, const SchedulerConfig& config)
-    : lm_(lm), tokenizer_(tokenizer), config_(config), pool_(config.threads) {
+    : lm_(lm), tokenizer_(tokenizer), config_(config), pool_(config.threads, LoadAdaptation::follow_free_cpus) {
     if (config_.n_slots < 1 || config_.n_ctx_per_slot < 1 || config_.n_batch < 1)
         fail("server", "slots, context and batch must be positive (got {}, {}, {})", config_.n_slots,
              config_.n_ctx_per_slot, config_.n_batch);
