@@ -133,6 +133,7 @@ std::optional<ThreadGovernor::Reading> ThreadGovernor::read(std::span<const int>
 #if KILN_OS_LINUX
     Reading r;
     r.when = std::chrono::steady_clock::now();
+    r.caller_tid = tids.empty() ? 0 : tids[0];
     std::string text;
     char path[64];
     for (const int tid : tids) {
@@ -167,7 +168,7 @@ int ThreadGovernor::after_run(int active, std::span<const int> tids) noexcept {
     }
     if (!reading) return active;
     int next = active;
-    if (last_) {
+    if (last_ && last_->caller_tid == reading->caller_tid) {
         CpuSample sample;
         sample.wall_seconds = std::chrono::duration<double>(reading->when - last_->when).count();
         // Counters only grow; a thread that ended and was replaced could make one shrink.

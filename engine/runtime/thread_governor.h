@@ -77,6 +77,7 @@ private:
         std::chrono::steady_clock::time_point when;
         uint64_t wait_ns = 0;
         uint64_t idle_ticks = 0;
+        int caller_tid = 0;  // counters of another caller's thread are not comparable
     };
     std::optional<Reading> read(std::span<const int> tids) const;
 
