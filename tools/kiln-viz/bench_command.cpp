@@ -1,0 +1,8 @@
+#include "tools/common/cli.h"
+#include "tools/kiln-viz/commands.h"
+
+namespace kiln::viz {
+
+int bench_command(int, char**) { cli::usage_error("not yet"); }
+
+}  // namespace kiln::viz
