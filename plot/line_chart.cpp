@@ -58,6 +58,7 @@ void draw_line_chart(const std::filesystem::path& path, const LineChart& chart, 
         fail("plot", "'{}': nothing to draw (no finite{} points)", chart.title, chart.log_y ? ", positive" : "");
     if (categories) xr = {-0.5, static_cast<double>(chart.x_categories.size()) - 0.5};
     if (!(xr.hi > xr.lo)) xr = {xr.lo - 1, xr.hi + 1};
+    else if (!categories) xr = {xr.lo - (xr.hi - xr.lo) * 0.02, xr.hi + (xr.hi - xr.lo) * 0.02};  // whole end markers
     if (!(yr.hi > yr.lo)) yr = {yr.lo - 0.5, yr.hi + 0.5};
     // A little room above and below the data.
     const double pad = (yr.hi - yr.lo) * 0.05;
