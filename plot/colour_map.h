@@ -13,7 +13,7 @@ Colour diverging(double t);
 
 inline constexpr Colour kWhite{1, 1, 1};
 inline constexpr Colour kBlack{0, 0, 0};
-inline constexpr Colour kGrey{0.5, 0.5, 0.5};
+inline constexpr Colour kGrey{0.45, 0.45, 0.45};  // never kFrame
 inline constexpr Colour kFrame{0x80 / 255.0, 0x80 / 255.0, 0x80 / 255.0};  // around every map: tests count these
 inline constexpr Colour kGridLine{0.87, 0.87, 0.87};
 // Distinguishable line colours, in order of use.
