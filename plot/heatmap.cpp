@@ -85,7 +85,7 @@ void draw_heatmap(const std::filesystem::path& path, const Matrix& m, const Heat
     col_label_h = std::min(col_label_h, 220.0);
     const int left = static_cast<int>(row_label_w) + 40, top = 44;
     const int map_w = static_cast<int>(m.cols * cell_w), map_h = static_cast<int>(m.rows * cell_h);
-    const int width = left + map_w + 90;
+    const int width = std::max(left + map_w + 90, left + static_cast<int>(probe.text_width(how.title, 15, true)) + 20);
     const int height = top + map_h + static_cast<int>(col_label_h) + 40;
     Canvas c(width, height);
     c.text(left, 24, how.title, 15, kBlack, Align::Left, 0, true);
@@ -124,7 +124,8 @@ void draw_heatmap_grids(const std::filesystem::path& path, const std::string& ti
         width = std::max(width, 2 * kMargin + static_cast<int>(grid.cols) * (std::max(map_w, 60) + kGap));
         height += kSection + static_cast<int>(grid.rows) * (map_h + kLabel + kGap);
     }
-    width = std::max(width, 480);
+    Canvas probe(1, 1);
+    width = std::max({width, 480, kMargin + static_cast<int>(probe.text_width(title, 15, true)) + 20});
     Canvas c(width, height);
     c.text(kMargin, 24, title, 15, kBlack, Align::Left, 0, true);
     double range = 0;

@@ -64,12 +64,18 @@ void draw_line_chart(const std::filesystem::path& path, const LineChart& chart, 
     const double pad = (yr.hi - yr.lo) * 0.05;
     yr = {yr.lo - pad, yr.hi + pad};
 
-    Canvas c(width, height);
     const double left = 78, top = 44, right_margin = right ? 70 : 24;
-    // The legend sits below the plot, one row per few series.
-    const double legend_rows = std::ceil(static_cast<double>(chart.series.size()) / 3.0);
-    const double bottom = 56 + 18 * legend_rows;
-    const double pw = width - left - right_margin, ph = height - top - bottom;
+    const double pw = width - left - right_margin;
+    // The legend sits below the plot: as many columns as its longest name allows (at most 3).
+    Canvas probe(1, 1);
+    double longest = 0;
+    for (const Series& s : chart.series) longest = std::max(longest, probe.text_width(s.name, 11));
+    const int columns = static_cast<int>(std::clamp(std::floor(pw / (longest + 44)), 1.0, 3.0));
+    const double legend_rows = std::ceil(static_cast<double>(chart.series.size()) / columns);
+    // Room for two rows of legend; more rows make the picture taller, never the plot smaller.
+    const double extra_rows = std::max(0.0, legend_rows - 2);
+    Canvas c(width, height + static_cast<int>(18 * extra_rows));
+    const double ph = height - top - 56 - 36;
     const auto px = [&](double x) { return left + pw * (x - xr.lo) / (xr.hi - xr.lo); };
     const auto py = [&](double y) {
         const double v = chart.log_y ? std::log10(y) : y;
@@ -167,21 +173,19 @@ void draw_line_chart(const std::filesystem::path& path, const LineChart& chart, 
     }
     cairo_restore(cr);
 
-    // The legend: a short line or dot, then the name, three to a row.
-    const double column = pw / 3.0;
+    // The legend: a short line or dot, then the name.
+    const double column = pw / columns;
     for (size_t i = 0; i < chart.series.size(); ++i) {
         const Series& s = chart.series[i];
-        const double x = left + column * static_cast<double>(i % 3);
-        const double y = top + ph + 58 + 18 * std::floor(static_cast<double>(i) / 3.0);
+        const double x = left + column * static_cast<double>(i % static_cast<size_t>(columns));
+        const double y = top + ph + 58 + 18 * std::floor(static_cast<double>(i) / columns);
         if (s.line) c.line(x, y - 4, x + 22, y - 4, s.colour, s.width);
         if (s.markers) {
             cairo_set_source_rgb(cr, s.colour.r, s.colour.g, s.colour.b);
             cairo_arc(cr, x + 11, y - 4, 3.5, 0, 2 * M_PI);
             cairo_fill(cr);
         }
-        std::string name = s.name;
-        while (name.size() > 8 && c.text_width(name, 11) > column - 34) name = name.substr(0, name.size() - 4) + "…";
-        c.text(x + 28, y, name, 11);
+        c.text(x + 28, y, s.name, 11);
     }
     c.save_png(path);
 }
