@@ -108,6 +108,17 @@ void check_map_choice(const Options& o, int64_t layers, int64_t heads, const cha
     if (*o.head >= heads) fail("attention", "--head {} is out of range: the {} has heads 0..{}", *o.head, what, heads - 1);
 }
 
+// The probabilities are kept whole (layers x heads x queries x keys floats):
+// refuse, before any work, a sequence whose maps would not fit in 2 GiB.
+void check_record_size(int64_t layers, int64_t heads, int64_t queries, int64_t keys) {
+    constexpr double kLimit = 2.0 * 1024 * 1024 * 1024;
+    const double bytes = 4.0 * static_cast<double>(layers) * static_cast<double>(heads) * static_cast<double>(queries) *
+                         static_cast<double>(keys);
+    if (bytes > kLimit)
+        fail("attention", "{} layers x {} heads x {} x {} probabilities need {:.1f} GiB (at most 2): use a shorter prompt or -n",
+             layers, heads, queries, keys, bytes / (1024.0 * 1024 * 1024));
+}
+
 std::vector<int64_t> shape_of(const AttentionMaps& m) { return {m.layers, m.heads, m.queries, m.keys}; }
 
 plot::Matrix one_map(const AttentionMaps& m, int64_t layer, int64_t head) {
@@ -149,6 +160,8 @@ int run_decoder(const Options& o, const std::shared_ptr<const GgufFile>& file, T
     const int64_t n_predict = std::max<int64_t>(o.n_predict, 0);
     if (static_cast<int64_t>(tokens.size()) + n_predict > n_ctx)
         fail("attention", "the prompt ({} tokens) and -n {} do not fit the context of {}", tokens.size(), n_predict, n_ctx);
+    const auto n_total = static_cast<int64_t>(tokens.size()) + n_predict;
+    check_record_size(shape.n_layers, n_heads, n_total, n_total);
     if (n_predict > 0) {
         const std::unique_ptr<CausalSession> session = lm->new_session(n_ctx, 1, Executor::Mode::Fast, {DType::F32, DType::F32});
         std::span<const float> logits = session->eval(tokens, pool);
@@ -199,6 +212,9 @@ int run_seq2seq(const Options& o, const std::shared_ptr<const GgufFile>& file, T
         fail("attention", "the source is {} tokens with its EOS, longer than the context of {}", source.size(), n_ctx);
     if (o.n_predict + 1 > n_ctx) fail("attention", "-n {} does not fit the decoder's context of {}", o.n_predict, n_ctx);
     const int64_t n_predict = o.n_predict >= 0 ? o.n_predict : n_ctx - 1;
+    const auto n_source = static_cast<int64_t>(source.size());
+    check_record_size(std::max(c.n_encoder_layers, c.n_decoder_layers), c.n_heads, std::max(n_source, n_predict + 1),
+                      2 * n_source + n_predict + 1);
     std::vector<int32_t> target{c.bos};
     if (n_predict > 0) {
         TransformerSession session(*model, 1, static_cast<int64_t>(source.size()), 1, n_predict + 1);
