@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -126,6 +127,27 @@ TEST_CASE("attention probabilities: scale, soft cap, window and grouped heads by
     REQUIRE(p.size() == 4);
     CHECK(p[1] == Approx(1 / (1 + std::exp(-3.0))).epsilon(1e-6));
     CHECK(p[3] == Approx(1 / (1 + std::exp(3.0))).epsilon(1e-6));
+}
+
+}  // namespace kiln
+
+namespace kiln {
+
+TEST_CASE("recorded attention of every decoder-only architecture: causal rows that sum to 1", "[attention][viz]") {
+    ThreadPool pool(2);
+    const std::filesystem::path f = test::fixtures_dir();
+    for (const std::filesystem::path& path :
+         {f / "llama_family" / "llama3.gguf", f / "llama_family" / "qwen2.gguf", f / "gemma" / "gemma.gguf",
+          f / "phi3" / "phi3.gguf", f / "minicpm" / "tiny_minicpm.gguf", f / "gpt2" / "tiny_bias.gguf"}) {
+        INFO(path.string());
+        const auto file = std::make_shared<GgufFile>(GgufFile::open(path));
+        const std::unique_ptr<CausalLm> lm = load_causal_lm(file);
+        const std::vector<int32_t> tokens{1, 5, 9, 2, 7, 3, 8};
+        const AttentionMaps got = record_decoder_attention(dynamic_cast<const DecoderLm&>(*lm), tokens, pool);
+        CHECK(got.layers == file->get_int(file->get_string("general.architecture") + ".block_count"));
+        CHECK(got.queries == 7);
+        check_rows(got, true);
+    }
 }
 
 }  // namespace kiln

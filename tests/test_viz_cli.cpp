@@ -226,3 +226,21 @@ TEST_CASE("kiln-viz train and bench draw charts; bad files are refused", "[viz][
 }
 
 }  // namespace kiln
+
+namespace kiln {
+
+TEST_CASE("kiln-viz --help names every command, each command has its own", "[viz][cli]") {
+    const auto top = test::run_tool("kiln-viz", "--help");
+    CHECK(top.status == 0);
+    for (const char* command : {"attention", "positions", "train", "bench"}) {
+        CHECK(top.out.find(std::string("  ") + command) != std::string::npos);
+        const auto own = test::run_tool("kiln-viz", std::string(command) + " --help");
+        CHECK(own.status == 0);
+        CHECK(own.out.starts_with(std::string("usage: kiln-viz ") + command));
+    }
+    const auto none = test::run_tool("kiln-viz", "");
+    CHECK(none.status == 2);
+    CHECK(none.err.find("a command is required") != std::string::npos);
+}
+
+}  // namespace kiln
