@@ -86,6 +86,17 @@ TEST_CASE("attention weights of stories260K equal a float64 PyTorch Llama forwar
     check_rows(got, true);
 }
 
+TEST_CASE("attention weights with grouped-query heads and rope_freqs equal a float64 PyTorch forward", "[attention][llama][viz]") {
+    ThreadPool pool(2);
+    const auto file = std::make_shared<GgufFile>(GgufFile::open(test::fixtures_dir() / "llama_family" / "llama3.gguf"));
+    const std::unique_ptr<CausalLm> lm = load_causal_lm(file);
+    const std::vector<int32_t> tokens = test::values_of<int32_t>(expected().get_tensor("llama3.tokens"));
+    const AttentionMaps got = record_decoder_attention(dynamic_cast<const DecoderLm&>(*lm), tokens, pool);
+    CHECK(got.heads == 4);
+    CHECK(max_difference(got, "llama3.self") < 1e-5);
+    check_rows(got, true);
+}
+
 TEST_CASE("recorded attention keeps Gemma 2's sliding window and soft cap", "[attention][viz]") {
     // gemma2.gguf: a window of 6 on the even layers (make_gemma_fixtures.py).
     ThreadPool pool(2);

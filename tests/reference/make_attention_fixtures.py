@@ -8,13 +8,15 @@ for tests/test_attention_weights.cpp (kiln-viz attention's numbers).
    nn.MultiheadAttention asked for its weights (need_weights=True,
    average_attn_weights=False): the encoder's self-attention, the decoder's
    causal self-attention and the cross-attention, per layer and head.
-2. A Llama: stories260K.gguf in float64, written here from the model's
+2. A Llama: stories260K.gguf, and tests/fixtures/llama_family/llama3.gguf
+   (grouped-query attention, Llama 3.1's rope_freqs factors), in float64, written here from the model's
    definition (RMSNorm, RoPE on adjacent pairs, causal softmax(q k^T / sqrt(d))),
    not from kiln's code; softmax probabilities per layer and head.
 
 Writes tests/fixtures/attention/attention_expected.gguf:
   M.source, M.target (I32) and M.encoder, M.decoder, M.cross for M in
-  tiny_postln, tiny_preln; stories260K.tokens (I32) and stories260K.self.
+  tiny_postln, tiny_preln; stories260K.tokens (I32) and stories260K.self;
+  llama3.tokens and llama3.self.
   Arrays are [layers, heads, queries, keys] (numpy order).
 Run: /usr/bin/python3 tests/reference/make_attention_fixtures.py [--model stories260K.gguf]
 """
@@ -117,8 +119,11 @@ def llama_attention(path, tokens):
     def rmsnorm(x, g):
         return x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * g
 
-    # theta_i = base^(-2i / n_rot); position p turns pair (x[2i], x[2i+1]) by p * theta_i.
+    # theta_i = base^(-2i / n_rot), divided by rope_freqs[i] where the file has
+    # them (Llama 3.1); position p turns pair (x[2i], x[2i+1]) by p * theta_i.
     inv = base ** (-2.0 * torch.arange(n_rot // 2, dtype=torch.float64) / n_rot)
+    if "rope_freqs.weight" in t:
+        inv = inv / t["rope_freqs.weight"]
     ang = torch.arange(T, dtype=torch.float64)[:, None] * inv[None, :]
     cos, sin = torch.cos(ang)[:, None, :], torch.sin(ang)[:, None, :]
 
@@ -171,6 +176,10 @@ def main():
         out += [(f"{name}.{kind}", maps[kind]) for kind in ("encoder", "decoder", "cross")]
     out += [("stories260K.tokens", np.array(STORY_TOKENS, dtype=np.int32)),
             ("stories260K.self", llama_attention(args.model, STORY_TOKENS))]
+    # Grouped-query attention (4 query heads on 2 key/value heads) and rope_freqs factors.
+    llama3_tokens = rng.integers(0, 29, 11).tolist()
+    out += [("llama3.tokens", np.array(llama3_tokens, dtype=np.int32)),
+            ("llama3.self", llama_attention(os.path.join(FIXTURES, "llama_family", "llama3.gguf"), llama3_tokens))]
     os.makedirs(os.path.join(FIXTURES, "attention"), exist_ok=True)
     path = os.path.join(FIXTURES, "attention", "attention_expected.gguf")
     gguf_io.write_gguf(path, [("general.architecture", gguf_io.STRING, "fixture")], out)
