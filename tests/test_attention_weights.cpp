@@ -97,6 +97,17 @@ TEST_CASE("attention weights with grouped-query heads and rope_freqs equal a flo
     check_rows(got, true);
 }
 
+TEST_CASE("attention weights of Gemma 2 (query scale, soft cap, sliding window) equal its float64 PyTorch forward's",
+          "[attention][viz]") {
+    ThreadPool pool(2);
+    const auto file = std::make_shared<GgufFile>(GgufFile::open(test::fixtures_dir() / "gemma" / "gemma2.gguf"));
+    const std::unique_ptr<CausalLm> lm = load_causal_lm(file);
+    const std::vector<int32_t> tokens = test::values_of<int32_t>(expected().get_tensor("gemma2.tokens"));
+    const AttentionMaps got = record_decoder_attention(dynamic_cast<const DecoderLm&>(*lm), tokens, pool);
+    CHECK(got.layers == 26);
+    CHECK(max_difference(got, "gemma2.self") < 1e-5);
+}
+
 TEST_CASE("recorded attention keeps Gemma 2's sliding window and soft cap", "[attention][viz]") {
     // gemma2.gguf: a window of 6 on the even layers (make_gemma_fixtures.py).
     ThreadPool pool(2);

@@ -12,11 +12,14 @@ for tests/test_attention_weights.cpp (kiln-viz attention's numbers).
    (grouped-query attention, Llama 3.1's rope_freqs factors), in float64, written here from the model's
    definition (RMSNorm, RoPE on adjacent pairs, causal softmax(q k^T / sqrt(d))),
    not from kiln's code; softmax probabilities per layer and head.
+3. Gemma 2 (tests/fixtures/gemma/gemma2.gguf: query scale, attention soft cap,
+   sliding window on the even layers) through make_gemma_fixtures.py's own
+   float64 forward, its softmax outputs recorded.
 
 Writes tests/fixtures/attention/attention_expected.gguf:
   M.source, M.target (I32) and M.encoder, M.decoder, M.cross for M in
   tiny_postln, tiny_preln; stories260K.tokens (I32) and stories260K.self;
-  llama3.tokens and llama3.self.
+  llama3.tokens and llama3.self; gemma2.tokens and gemma2.self.
   Arrays are [layers, heads, queries, keys] (numpy order).
 Run: /usr/bin/python3 tests/reference/make_attention_fixtures.py [--model stories260K.gguf]
 """
@@ -154,6 +157,38 @@ def llama_attention(path, tokens):
     return np.stack(probs)
 
 
+def gemma2_attention(path, tokens):
+    """tests/fixtures/gemma/gemma2.gguf through make_gemma_fixtures.py's own float64
+    forward (written from Hugging Face's Gemma2 eager attention: query scale,
+    soft cap, sliding window on the even layers), its softmax outputs recorded."""
+    import make_gemma_fixtures as gemma
+    f = gguf_io.read_gguf(path)
+    m = f.metadata
+    cfg = dict(gemma2=True, layers=int(m["gemma2.block_count"]), dim=int(m["gemma2.embedding_length"]),
+               heads=int(m["gemma2.attention.head_count"]), kv_heads=int(m["gemma2.attention.head_count_kv"]),
+               head_dim=int(m["gemma2.attention.key_length"]), base=float(m["gemma2.rope.freq_base"]),
+               window=int(m["gemma2.attention.sliding_window"]), attn_softcap=float(m["gemma2.attn_logit_softcapping"]),
+               final_softcap=float(m["gemma2.final_logit_softcapping"]))
+    # llama.cpp's rule for this size class (26 layers, "2B"): queries scaled by 1/sqrt(head size).
+    cfg["query_pre_attn_scalar"] = cfg["head_dim"]
+    W = {n: torch.tensor(np.asarray(w), dtype=torch.float64) for n, w in f.tensors.items()}
+    recorded = []
+    softmax = torch.Tensor.softmax
+
+    def recording(self, *args, **kw):
+        out = softmax(self, *args, **kw)
+        recorded.append(out.detach().numpy().astype(np.float32))
+        return out
+    torch.Tensor.softmax = recording
+    try:
+        with torch.no_grad():
+            gemma.forward(W, torch.tensor(tokens, dtype=torch.long), cfg)
+    finally:
+        torch.Tensor.softmax = softmax
+    assert len(recorded) == cfg["layers"], len(recorded)
+    return np.stack(recorded)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=DEFAULT_MODEL)
@@ -180,6 +215,10 @@ def main():
     llama3_tokens = rng.integers(0, 29, 11).tolist()
     out += [("llama3.tokens", np.array(llama3_tokens, dtype=np.int32)),
             ("llama3.self", llama_attention(os.path.join(FIXTURES, "llama_family", "llama3.gguf"), llama3_tokens))]
+    # Gemma 2: a query scale of its own, soft-capped scores, sliding windows.
+    gemma_tokens = gguf_io.read_gguf(os.path.join(FIXTURES, "gemma", "gemma2_reference.gguf")).tensors["tokens"][:14]
+    out += [("gemma2.tokens", np.array(gemma_tokens, dtype=np.int32)),
+            ("gemma2.self", gemma2_attention(os.path.join(FIXTURES, "gemma", "gemma2.gguf"), gemma_tokens.tolist()))]
     os.makedirs(os.path.join(FIXTURES, "attention"), exist_ok=True)
     path = os.path.join(FIXTURES, "attention", "attention_expected.gguf")
     gguf_io.write_gguf(path, [("general.architecture", gguf_io.STRING, "fixture")], out)
