@@ -73,17 +73,20 @@ double Canvas::text(double x, double y, std::string_view s, double size, Colour 
     return w;
 }
 
-void Canvas::save_png(const std::filesystem::path& path) const {
+Picture Canvas::encode() const {
     cairo_surface_flush(surface_);
-    std::vector<unsigned char> png;
+    Picture picture;
     const auto append = [](void* closure, const unsigned char* data, unsigned int length) {
         auto* out = static_cast<std::vector<unsigned char>*>(closure);
         out->insert(out->end(), data, data + length);
         return CAIRO_STATUS_SUCCESS;
     };
-    const cairo_status_t status = cairo_surface_write_to_png_stream(surface_, append, &png);
-    if (status != CAIRO_STATUS_SUCCESS)
-        fail("plot", "cannot encode {} as PNG: {}", path.string(), cairo_status_to_string(status));
+    const cairo_status_t status = cairo_surface_write_to_png_stream(surface_, append, &picture.png);
+    if (status != CAIRO_STATUS_SUCCESS) fail("plot", "cannot encode a PNG: {}", cairo_status_to_string(status));
+    return picture;
+}
+
+void Picture::save(const std::filesystem::path& path) const {
     AtomicFile file(path);
     file.write({reinterpret_cast<const std::byte*>(png.data()), png.size()});
     file.commit();

@@ -1,10 +1,11 @@
 #pragma once
-// A white picture of a given size to draw on with Cairo, saved as a PNG. The
-// PNG goes through an AtomicFile: the target holds either the complete new
-// picture or what it held before, never part of one.
+// A white picture of a given size to draw on with Cairo, encoded as a PNG in
+// memory (Picture) and saved through an AtomicFile: the target holds either
+// the complete new picture or what it held before, never part of one.
 #include <cstdint>
 #include <filesystem>
 #include <string_view>
+#include <vector>
 
 typedef struct _cairo cairo_t;
 typedef struct _cairo_surface cairo_surface_t;
@@ -16,6 +17,14 @@ struct Colour {
 };
 
 enum class Align { Left, Centre, Right };
+
+// An encoded PNG in memory: drawn first, written once every picture and file
+// of a command is ready, so that a failure while drawing writes nothing.
+struct Picture {
+    std::vector<unsigned char> png;
+    // Writes the bytes atomically; throws kiln::Error naming the path.
+    void save(const std::filesystem::path& path) const;
+};
 
 class Canvas {
 public:
@@ -37,8 +46,8 @@ public:
                 double angle = 0.0, bool bold = false);
     double text_width(std::string_view s, double size, bool bold = false);
 
-    // Encodes the picture and writes it atomically; throws kiln::Error naming the path.
-    void save_png(const std::filesystem::path& path) const;
+    // The picture as a PNG; throws kiln::Error when Cairo cannot encode it.
+    Picture encode() const;
 
 private:
     int width_, height_;

@@ -69,7 +69,7 @@ void colour_bar(Canvas& c, double x, double y, double h, Scale scale, double ran
 
 }  // namespace
 
-void draw_heatmap(const std::filesystem::path& path, const Matrix& m, const HeatmapPicture& how) {
+Picture draw_heatmap(const Matrix& m, const HeatmapPicture& how) {
     check_matrix(m);
     const int cell_w = static_cast<int>(std::clamp<int64_t>(900 / m.cols, 1, 40));
     const int cell_h = static_cast<int>(std::clamp<int64_t>(900 / m.rows, 1, 40));
@@ -101,15 +101,14 @@ void draw_heatmap(const std::filesystem::path& path, const Matrix& m, const Heat
     c.text(14, top + map_h / 2.0, how.row_axis, 12, kGrey, Align::Centre, -M_PI / 2);
     c.text(left + map_w / 2.0, height - 10, how.col_axis, 12, kGrey, Align::Centre);
     colour_bar(c, left + map_w + 16, top, std::min(map_h, 300), how.scale, range);
-    c.save_png(path);
+    return c.encode();
 }
 
 int grid_cell_pixels(int64_t rows, int64_t cols) {
     return static_cast<int>(std::clamp<int64_t>(160 / std::max(rows, cols), 1, 24));
 }
 
-void draw_heatmap_grids(const std::filesystem::path& path, const std::string& title, const std::vector<MapGrid>& grids,
-                        Scale scale) {
+Picture draw_heatmap_grids(const std::string& title, const std::vector<MapGrid>& grids, Scale scale) {
     constexpr int kGap = 14, kLabel = 16, kSection = 28, kMargin = 16;
     int width = 0, height = 40;
     for (const MapGrid& grid : grids) {
@@ -148,7 +147,7 @@ void draw_heatmap_grids(const std::filesystem::path& path, const std::string& ti
             }
         y += static_cast<int>(grid.rows) * pitch_y;
     }
-    c.save_png(path);
+    return c.encode();
 }
 
 }  // namespace kiln::plot

@@ -5,7 +5,6 @@
 // pixels, so a cell's colour is exact (no blending with its neighbours), and
 // every map has a one-pixel kFrame border.
 #include <cstdint>
-#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -33,7 +32,7 @@ struct HeatmapPicture {
 };
 
 // One map, as large as fits about 900 pixels, with a colour bar.
-void draw_heatmap(const std::filesystem::path& path, const Matrix& m, const HeatmapPicture& how);
+Picture draw_heatmap(const Matrix& m, const HeatmapPicture& how);
 
 // A grid of maps: `maps` holds rows × cols maps in row-major order, each drawn
 // with its label above it ("L0 H3"). A picture may hold several grids, one
@@ -45,8 +44,7 @@ struct MapGrid {
     std::vector<Matrix> maps;
     std::vector<std::string> labels;
 };
-void draw_heatmap_grids(const std::filesystem::path& path, const std::string& title, const std::vector<MapGrid>& grids,
-                        Scale scale = Scale::Probability);
+Picture draw_heatmap_grids(const std::string& title, const std::vector<MapGrid>& grids, Scale scale = Scale::Probability);
 
 // The pixel size of one map's cells in a grid picture, and of the grid's maps
 // (exposed for the tests, which find the maps by their frames).

@@ -43,7 +43,7 @@ std::string tick_text(double v) {
 
 }  // namespace
 
-void draw_line_chart(const std::filesystem::path& path, const LineChart& chart, int width, int height) {
+Picture draw_line_chart(const LineChart& chart, int width, int height) {
     const bool right = !chart.right_label.empty();
     const bool categories = !chart.x_categories.empty();
     Range xr, yr;
@@ -187,7 +187,7 @@ void draw_line_chart(const std::filesystem::path& path, const LineChart& chart, 
         }
         c.text(x + 28, y, s.name, 11);
     }
-    c.save_png(path);
+    return c.encode();
 }
 
 }  // namespace kiln::plot

@@ -3,7 +3,6 @@
 // logarithmic y axis, and an optional second y axis on the right (0..100% for
 // the reverse task's exact-match columns of a training log). The x axis may
 // be numbers or named categories (kiln-bench's cache types).
-#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -31,7 +30,7 @@ struct LineChart {
 };
 
 // Throws kiln::Error when no series has a finite point (and, with log_y, a positive one).
-void draw_line_chart(const std::filesystem::path& path, const LineChart& chart, int width = 900, int height = 540);
+Picture draw_line_chart(const LineChart& chart, int width = 900, int height = 540);
 
 // "Nice" tick values covering [lo, hi] (about `count` of them), for the tests too.
 std::vector<double> nice_ticks(double lo, double hi, int count = 6);

@@ -45,7 +45,7 @@ void draw_loss_chart(const std::filesystem::path& path, const train::TrainLog& l
         chart.series.push_back(points("exact match, greedy", &LogRow::greedy_match, series_colour(3), true));
         chart.series.push_back(points("exact match, beam search", &LogRow::beam_match, series_colour(4), true));
     }
-    draw_line_chart(path, chart);
+    draw_line_chart(chart).save(path);
 }
 
 }  // namespace kiln::plot

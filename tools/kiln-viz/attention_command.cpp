@@ -174,6 +174,16 @@ int run_decoder(const Options& o, const std::shared_ptr<const GgufFile>& file, T
     }
     const AttentionMaps maps = record_decoder_attention(*lm, tokens, pool);
     const std::vector<std::string> texts = token_texts(*tokenizer, tokens);
+    // The picture is drawn before any file is written, so a failure writes nothing.
+    const std::string name = std::filesystem::path(o.model).filename().string();
+    const std::vector<std::string> labels = display_labels(texts);
+    const plot::Picture picture =
+        o.layer ? plot::draw_heatmap(one_map(maps, *o.layer, *o.head),
+                                     {fmt::format("{}: attention, layer {}, head {}", name, *o.layer, *o.head), "query",
+                                      "key", labels, labels, plot::Scale::Probability})
+                : plot::draw_heatmap_grids(fmt::format("{}: attention of {} tokens, {} layers x {} heads (rows: layers)",
+                                                       name, tokens.size(), maps.layers, maps.heads),
+                                           {grid_of(maps, "")});
     if (!o.npz.empty()) {
         NpzWriter npz(o.npz);
         const std::vector<int64_t> dims = shape_of(maps);
@@ -181,18 +191,7 @@ int run_decoder(const Options& o, const std::shared_ptr<const GgufFile>& file, T
         npz.add_strings("tokens", texts);
         npz.commit();
     }
-    const std::string name = std::filesystem::path(o.model).filename().string();
-    if (o.layer) {
-        const std::vector<std::string> labels = display_labels(texts);
-        plot::draw_heatmap(o.output, one_map(maps, *o.layer, *o.head),
-                           {fmt::format("{}: attention, layer {}, head {}", name, *o.layer, *o.head), "query", "key",
-                            labels, labels, plot::Scale::Probability});
-    } else {
-        plot::draw_heatmap_grids(o.output,
-                                 fmt::format("{}: attention of {} tokens, {} layers x {} heads (rows: layers)", name,
-                                             tokens.size(), maps.layers, maps.heads),
-                                 {grid_of(maps, "")});
-    }
+    picture.save(o.output);
     return 0;
 }
 
@@ -232,6 +231,24 @@ int run_seq2seq(const Options& o, const std::shared_ptr<const GgufFile>& file, T
     const Seq2SeqAttention maps = record_seq2seq_attention(*model, source, target, pool);
     const std::vector<std::string> source_texts = token_texts(*tokenizer, source);
     const std::vector<std::string> target_texts = token_texts(*tokenizer, target);
+    const std::string name = std::filesystem::path(o.model).filename().string();
+    plot::Picture picture;
+    if (o.layer) {
+        const AttentionMaps& m = kind == "encoder" ? maps.encoder : kind == "decoder" ? maps.decoder : maps.cross;
+        const std::vector<std::string> rows = display_labels(kind == "encoder" ? source_texts : target_texts);
+        const std::vector<std::string> cols = display_labels(kind == "decoder" ? target_texts : source_texts);
+        picture = plot::draw_heatmap(one_map(m, *o.layer, *o.head),
+                                     {fmt::format("{}: {} attention, layer {}, head {}", name, kind, *o.layer, *o.head),
+                                      kind == "encoder" ? "source (query)" : "target (query)",
+                                      kind == "decoder" ? "target (key)" : "source (key)", rows, cols,
+                                      plot::Scale::Probability});
+    } else {
+        picture = plot::draw_heatmap_grids(fmt::format("{}: {} source and {} target tokens, {} heads (rows: layers)", name,
+                                                       source.size(), target.size(), c.n_heads),
+                                           {grid_of(maps.encoder, "encoder self-attention (source x source)"),
+                                            grid_of(maps.decoder, "decoder self-attention (target x target)"),
+                                            grid_of(maps.cross, "cross-attention (target x source)")});
+    }
     if (!o.npz.empty()) {
         NpzWriter npz(o.npz);
         for (const auto& [array, m] : {std::pair{"encoder", &maps.encoder}, {"decoder", &maps.decoder}, {"cross", &maps.cross}})
@@ -240,23 +257,7 @@ int run_seq2seq(const Options& o, const std::shared_ptr<const GgufFile>& file, T
         npz.add_strings("target_tokens", target_texts);
         npz.commit();
     }
-    const std::string name = std::filesystem::path(o.model).filename().string();
-    if (o.layer) {
-        const AttentionMaps& m = kind == "encoder" ? maps.encoder : kind == "decoder" ? maps.decoder : maps.cross;
-        const std::vector<std::string> rows = display_labels(kind == "encoder" ? source_texts : target_texts);
-        const std::vector<std::string> cols = display_labels(kind == "decoder" ? target_texts : source_texts);
-        plot::draw_heatmap(o.output, one_map(m, *o.layer, *o.head),
-                           {fmt::format("{}: {} attention, layer {}, head {}", name, kind, *o.layer, *o.head),
-                            kind == "encoder" ? "source (query)" : "target (query)",
-                            kind == "decoder" ? "target (key)" : "source (key)", rows, cols, plot::Scale::Probability});
-    } else {
-        plot::draw_heatmap_grids(o.output,
-                                 fmt::format("{}: {} source and {} target tokens, {} heads (rows: layers)", name,
-                                             source.size(), target.size(), c.n_heads),
-                                 {grid_of(maps.encoder, "encoder self-attention (source x source)"),
-                                  grid_of(maps.decoder, "decoder self-attention (target x target)"),
-                                  grid_of(maps.cross, "cross-attention (target x source)")});
-    }
+    picture.save(o.output);
     return 0;
 }
 

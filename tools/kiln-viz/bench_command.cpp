@@ -178,7 +178,7 @@ int bench_command(int argc, char** argv) {
         for (size_t i = 0; i < idx.size(); ++i) sorted.x[i] = s.x[idx[i]], sorted.y[i] = s.y[idx[i]];
         chart.series.push_back(sorted);
     }
-    plot::draw_line_chart(output, chart);
+    plot::draw_line_chart(chart).save(output);
     return 0;
 }
 

@@ -63,10 +63,13 @@ void write_table(const std::string& npz_path, const std::vector<float>& table, i
     npz.commit();
 }
 
-void draw_table(const std::string& output, const std::vector<float>& table, int64_t rows, int64_t cols,
-                const std::string& title) {
-    plot::Matrix m{rows, cols, table};
-    plot::draw_heatmap(output, m, {title, "position", "dimension", {}, {}, plot::Scale::Signed});
+// Draws the table (before any file is written), then writes the npz and the picture.
+void table_outputs(const std::string& output, const std::string& npz_path, const std::vector<float>& table, int64_t rows,
+                   int64_t cols, const std::string& title) {
+    const plot::Picture picture =
+        plot::draw_heatmap(plot::Matrix{rows, cols, table}, {title, "position", "dimension", {}, {}, plot::Scale::Signed});
+    write_table(npz_path, table, rows, cols);
+    picture.save(output);
 }
 
 double number_or(const GgufFile& f, const std::string& key, double fallback) {
@@ -112,13 +115,6 @@ int rope_frequencies(const GgufFile& file, const std::string& arch, const std::s
         base_line.x.push_back(static_cast<double>(i)), base_line.y.push_back(theta);
         scaled_line.x.push_back(static_cast<double>(i)), scaled_line.y.push_back(used);
     }
-    if (!npz_path.empty()) {
-        NpzWriter npz(npz_path);
-        const int64_t shape[] = {pairs};
-        npz.add_float32("base", shape, base);
-        npz.add_float32("scaled", shape, scaled);
-        npz.commit();
-    }
     plot::LineChart chart;
     const bool changed = scaled != base;
     chart.title = fmt::format("{}: RoPE frequencies, base {:g}, {} rotated dimensions{}{}", name, s.freq_base, s.n_rot,
@@ -128,7 +124,15 @@ int rope_frequencies(const GgufFile& file, const std::string& arch, const std::s
     chart.log_y = true;
     chart.series.push_back(base_line);
     if (changed) chart.series.push_back(scaled_line);
-    plot::draw_line_chart(output, chart);
+    const plot::Picture picture = plot::draw_line_chart(chart);
+    if (!npz_path.empty()) {
+        NpzWriter npz(npz_path);
+        const int64_t shape[] = {pairs};
+        npz.add_float32("base", shape, base);
+        npz.add_float32("scaled", shape, scaled);
+        npz.commit();
+    }
+    picture.save(output);
     return 0;
 }
 
@@ -158,8 +162,7 @@ int positions_command(int argc, char** argv) {
     if (arch == "transformer") {
         const std::unique_ptr<TransformerModel> m = load_seq2seq(file);
         const TransformerConfig& c = m->config();
-        write_table(npz_path, m->positions_table(), c.n_ctx, c.dim);
-        draw_table(output, m->positions_table(), c.n_ctx, c.dim,
+        table_outputs(output, npz_path, m->positions_table(), c.n_ctx, c.dim,
                    fmt::format("{}: sinusoidal positions, {} positions x {} dimensions", name, c.n_ctx, c.dim));
         return 0;
     }
@@ -167,8 +170,7 @@ int positions_command(int argc, char** argv) {
         if (t->dims.size() != 2) fail("positions", "position_embd.weight has {} dimensions, not 2", t->dims.size());
         const auto cols = static_cast<int64_t>(t->dims[0]), rows = static_cast<int64_t>(t->dims[1]);
         const std::vector<float> table = tensor_floats(*t);
-        write_table(npz_path, table, rows, cols);
-        draw_table(output, table, rows, cols,
+        table_outputs(output, npz_path, table, rows, cols,
                    fmt::format("{}: learned position embeddings, {} positions x {} dimensions", name, rows, cols));
         return 0;
     }
