@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numbers>
 
 #include "engine/core/error.h"
 #include "plot/colour_map.h"
@@ -97,8 +98,8 @@ Picture draw_heatmap(const Matrix& m, const HeatmapPicture& how) {
                Align::Right);
     for (int64_t k = 0; k < m.cols; k += col_step)
         c.text(left + (static_cast<double>(k) + 0.5) * cell_w + font * 0.35, top + map_h + 6, label(how.col_labels, k), font,
-               kBlack, Align::Right, -M_PI / 2);
-    c.text(14, top + map_h / 2.0, how.row_axis, 12, kGrey, Align::Centre, -M_PI / 2);
+               kBlack, Align::Right, -std::numbers::pi / 2);
+    c.text(14, top + map_h / 2.0, how.row_axis, 12, kGrey, Align::Centre, -std::numbers::pi / 2);
     c.text(left + map_w / 2.0, height - 10, how.col_axis, 12, kGrey, Align::Centre);
     colour_bar(c, left + map_w + 16, top, std::min(map_h, 300), how.scale, range);
     return c.encode();

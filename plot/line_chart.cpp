@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numbers>
 #include <limits>
 
 #include "engine/core/error.h"
@@ -129,13 +130,13 @@ Picture draw_line_chart(const LineChart& chart, int width, int height) {
             c.line(left + pw, y, left + pw + 5, y, kBlack);
             c.text(left + pw + 8, y + 4, chart.right_percent ? fmt::format("{}%", 25 * i) : tick_text(v), 11);
         }
-        c.text(width - 12, top + ph / 2, chart.right_label, 12, kBlack, Align::Centre, M_PI / 2);
+        c.text(width - 12, top + ph / 2, chart.right_label, 12, kBlack, Align::Centre, std::numbers::pi / 2);
     }
     c.line(left, top + ph, left + pw, top + ph, kBlack);
     c.line(left, top, left, top + ph, kBlack);
     if (right) c.line(left + pw, top, left + pw, top + ph, kBlack);
     c.text(left + pw / 2, top + ph + 38, chart.x_label, 12, kBlack, Align::Centre);
-    c.text(18, top + ph / 2, chart.y_label, 12, kBlack, Align::Centre, -M_PI / 2);
+    c.text(18, top + ph / 2, chart.y_label, 12, kBlack, Align::Centre, -std::numbers::pi / 2);
 
     // The data, clipped to the plot area.
     cairo_t* cr = c.cr();
@@ -167,7 +168,7 @@ Picture draw_line_chart(const LineChart& chart, int width, int height) {
         if (s.markers)
             for (size_t i = 0; i < n; ++i)
                 if (usable(i)) {
-                    cairo_arc(cr, px(s.x[i]), y_of(s.y[i]), 3.5, 0, 2 * M_PI);
+                    cairo_arc(cr, px(s.x[i]), y_of(s.y[i]), 3.5, 0, 2 * std::numbers::pi);
                     cairo_fill(cr);
                 }
     }
@@ -182,7 +183,7 @@ Picture draw_line_chart(const LineChart& chart, int width, int height) {
         if (s.line) c.line(x, y - 4, x + 22, y - 4, s.colour, s.width);
         if (s.markers) {
             cairo_set_source_rgb(cr, s.colour.r, s.colour.g, s.colour.b);
-            cairo_arc(cr, x + 11, y - 4, 3.5, 0, 2 * M_PI);
+            cairo_arc(cr, x + 11, y - 4, 3.5, 0, 2 * std::numbers::pi);
             cairo_fill(cr);
         }
         c.text(x + 28, y, s.name, 11);
