@@ -85,7 +85,10 @@ Picture draw_line_chart(const LineChart& chart, int width, int height) {
     const auto py_right = [&](double y) {
         return top + ph * (chart.right_max - y) / (chart.right_max - chart.right_min);
     };
-    c.text(left, 26, chart.title, 15, kBlack, Align::Left, 0, true);
+    // The title in one line: smaller type when it is long.
+    double title_size = 15;
+    while (title_size > 9 && left + c.text_width(chart.title, title_size, true) > width - 8) title_size -= 1;
+    c.text(left, 26, chart.title, title_size, kBlack, Align::Left, 0, true);
 
     // y ticks: numbers, or decades (and 2, 5 between them when few decades) on a log axis.
     std::vector<double> y_ticks;

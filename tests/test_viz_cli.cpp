@@ -198,6 +198,17 @@ TEST_CASE("kiln-viz positions: learned positions and RoPE frequencies", "[viz][c
                 "print(np.allclose(d['base'], base, rtol=1e-6), np.allclose(d['scaled'], want, rtol=1e-6), "
                 "not np.allclose(d['scaled'], base))\n") == "True True True\n");
     CHECK(test::png_size(dir.path() / "rope.png").has_value());
+    // Phi-3's LongRoPE: a frequency set per factor tensor.
+    const fs::path phi3 = test::fixtures_dir() / "phi3" / "phi3_longrope.gguf";
+    REQUIRE(viz("positions -m " + q(phi3) + " -o " + q(dir.path() / "phi3.png") + " --npz " + q(dir.path() / "phi3.npz"))
+                .status == 0);
+    CHECK(numpy(dir.path() / "phi3.npz",
+                "sys.path.insert(0, " + py_string(test::source_dir() / "tests" / "reference") + ")\n"
+                "import gguf_io\n"
+                "f = gguf_io.read_gguf(" + py_string(phi3) + ")\n"
+                "b = d['base'].astype(np.float64)\n"
+                "print(sorted(d.files), all(np.allclose(d[k], b / np.asarray(f.tensors['rope_factors_' + k + '.weight'], "
+                "dtype=np.float64), rtol=1e-6) for k in ('short', 'long')))\n") == "['base', 'long', 'short'] True\n");
 }
 
 TEST_CASE("kiln-viz train and bench draw charts; bad files are refused", "[viz][cli]") {

@@ -37,9 +37,9 @@ Draws the position signal of a model:
                way; npz: `table` [n_ctx, dim]
   llama family the RoPE rotation frequency of every rotated pair (radians per
                position, log scale): the base frequencies base^(-2i/n_rot), and
-               the ones the model uses after rope_freqs factors and linear or
-               YaRN scaling where the file has them; npz: `base` and `scaled`
-               [n_rot/2] (phi3's LongRoPE factors are not drawn)
+               the ones the model uses after linear or YaRN scaling and Llama
+               3.1's rope_freqs factors (npz: `base`, `scaled` [n_rot/2]), or
+               Phi-3's LongRoPE factor sets (npz: `short`, `long`)
 
   -m, --model FILE    GGUF model
   -o, --output FILE   the PNG to write
@@ -97,39 +97,72 @@ int rope_frequencies(const GgufFile& file, const std::string& arch, const std::s
             s.n_ctx_orig = file.get_int(arch + ".rope.scaling.original_context_length");
         }
     }
-    std::vector<float> factors;
-    if (const GgufTensor* t = file.find_tensor("rope_freqs.weight")) factors = tensor_floats(*t);
+    // The frequencies as the model uses them: each divided by its factor where
+    // the file has factors (Llama 3.1's rope_freqs; Phi-3's LongRoPE short and
+    // long sets, the long one once the context passes the trained one), then
+    // scaled as the rope keys say.
+    struct FactorSet {
+        const char* tensor;
+        const char* array;  // its npz name
+        const char* legend;
+    };
+    static constexpr FactorSet kSets[] = {
+        {"rope_freqs.weight", "scaled", "as the model uses them"},
+        {"rope_factors_short.weight", "short", "LongRoPE short factors"},
+        {"rope_factors_long.weight", "long", "LongRoPE long factors"},
+    };
     const int64_t pairs = s.n_rot / 2;
-    if (!factors.empty() && static_cast<int64_t>(factors.size()) != pairs)
-        fail("positions", "rope_freqs.weight has {} factors for {} rotated pairs", factors.size(), pairs);
     const kernels::YarnRange range = kernels::yarn_range(s);
-    std::vector<float> base, scaled;
-    plot::Series base_line{"base^(-2i/n_rot)", {}, {}, plot::series_colour(0), 2.0};
-    plot::Series scaled_line{"as the model uses them", {}, {}, plot::series_colour(1), 2.0};
-    for (int64_t i = 0; i < pairs; ++i) {
-        const double theta = std::pow(static_cast<double>(s.freq_base), -2.0 * static_cast<double>(i) / static_cast<double>(s.n_rot));
-        const double factor = factors.empty() ? 1.0 : factors[static_cast<size_t>(i)];
-        const double used = kernels::scaled_rope_angle(s, range, i, theta / factor);
-        base.push_back(static_cast<float>(theta));
-        scaled.push_back(static_cast<float>(used));
-        base_line.x.push_back(static_cast<double>(i)), base_line.y.push_back(theta);
-        scaled_line.x.push_back(static_cast<double>(i)), scaled_line.y.push_back(used);
-    }
+    const auto frequencies = [&](const std::vector<float>& factors) {
+        std::vector<float> out;
+        for (int64_t i = 0; i < pairs; ++i) {
+            const double theta =
+                std::pow(static_cast<double>(s.freq_base), -2.0 * static_cast<double>(i) / static_cast<double>(s.n_rot));
+            const double factor = factors.empty() ? 1.0 : factors[static_cast<size_t>(i)];
+            out.push_back(static_cast<float>(kernels::scaled_rope_angle(s, range, i, theta / factor)));
+        }
+        return out;
+    };
+    const auto series = [&](const std::string& legend, const std::vector<float>& values, int colour) {
+        plot::Series line{legend, {}, {}, plot::series_colour(colour), 2.0};
+        for (int64_t i = 0; i < pairs; ++i)
+            line.x.push_back(static_cast<double>(i)), line.y.push_back(values[static_cast<size_t>(i)]);
+        return line;
+    };
+    std::vector<std::pair<std::string, std::vector<float>>> arrays;
+    std::vector<float> base;
+    for (int64_t i = 0; i < pairs; ++i)
+        base.push_back(static_cast<float>(
+            std::pow(static_cast<double>(s.freq_base), -2.0 * static_cast<double>(i) / static_cast<double>(s.n_rot))));
+    arrays.emplace_back("base", base);
     plot::LineChart chart;
-    const bool changed = scaled != base;
+    chart.series.push_back(series("base^(-2i/n_rot)", base, 0));
+    std::string sets;
+    for (const FactorSet& set : kSets) {
+        const GgufTensor* t = file.find_tensor(set.tensor);
+        if (t == nullptr) continue;
+        const std::vector<float> factors = tensor_floats(*t);
+        if (static_cast<int64_t>(factors.size()) != pairs)
+            fail("positions", "{} has {} factors for {} rotated pairs", set.tensor, factors.size(), pairs);
+        arrays.emplace_back(set.array, frequencies(factors));
+        chart.series.push_back(series(set.legend, arrays.back().second, static_cast<int>(chart.series.size())));
+        const std::string what = std::string_view(set.array) == "scaled" ? ", rope_freqs" : ", LongRoPE factors";
+        if (sets.find(what) == std::string::npos) sets += what;
+    }
+    if (arrays.size() == 1) {  // no factors: the scaled frequencies, drawn when the scaling changes them
+        arrays.emplace_back("scaled", frequencies({}));
+        if (arrays.back().second != base) chart.series.push_back(series("as the model uses them", arrays.back().second, 1));
+    }
     chart.title = fmt::format("{}: RoPE frequencies, base {:g}, {} rotated dimensions{}{}", name, s.freq_base, s.n_rot,
-                              factors.empty() ? "" : ", rope_freqs", scaling == "none" ? "" : ", " + scaling + " scaling");
+                              sets, scaling == "none" ? "" : ", " + scaling + " scaling");
     chart.x_label = "rotated pair i";
     chart.y_label = "radians per position (log scale)";
     chart.log_y = true;
-    chart.series.push_back(base_line);
-    if (changed) chart.series.push_back(scaled_line);
     const plot::Picture picture = plot::draw_line_chart(chart);
     if (!npz_path.empty()) {
         NpzWriter npz(npz_path);
         const int64_t shape[] = {pairs};
-        npz.add_float32("base", shape, base);
-        npz.add_float32("scaled", shape, scaled);
+        for (const auto& [array, values] : arrays) npz.add_float32(array, shape, values);
         npz.commit();
     }
     picture.save(output);
