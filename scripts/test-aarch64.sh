@@ -30,7 +30,7 @@ x86_build=${KILN_X86_BUILD:-build}
 bash scripts/install-deps.sh g++-$triple qemu-user
 sudo=""
 [ "$(id -u)" -ne 0 ] && sudo="sudo"
-target_packages=(libfmt-dev:arm64 libpcre2-dev:arm64 libcpp-httplib-dev:arm64 libxsimd-dev:arm64)
+target_packages=(libfmt-dev:arm64 libpcre2-dev:arm64 libcairo2-dev:arm64 libcpp-httplib-dev:arm64 libxsimd-dev:arm64)
 missing=()
 for p in "${target_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

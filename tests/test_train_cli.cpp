@@ -6,12 +6,14 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <sstream>
 
 #include "engine/train/gpt_gguf.h"
 #include "engine/train/seq2seq_gguf.h"
 #include "formats/gguf/gguf_file.h"
 #include "support/paths.h"
+#include "support/png_header.h"
 #include "support/run_tool.h"
 
 using namespace kiln;
@@ -82,7 +84,7 @@ TEST_CASE("kiln-train: 8 steps equal 4 steps, --resume, 4 more", "[train][cli]")
                                                         test::shell_quote((dir.path / "a.gguf").string()) + " --iters 8 " + kSmall);
     INFO(whole.err);
     REQUIRE(whole.status == 0);
-    for (const char* ext : {".gguf", ".ckpt.gguf", ".csv", ".svg"}) CHECK(fs::exists(dir.path / (std::string("a") + ext)));
+    for (const char* ext : {".gguf", ".ckpt.gguf", ".csv", ".png"}) CHECK(fs::exists(dir.path / (std::string("a") + ext)));
     CHECK(whole.err.find("step 8: train loss") != std::string::npos);
 
     const std::string b = test::shell_quote((dir.path / "b.gguf").string());
@@ -259,7 +261,11 @@ TEST_CASE("kiln-train --task reverse writes a transformer GGUF and reports held-
     const std::string csv = slurp(dir.path / "r.csv");
     CHECK(csv.starts_with("step,loss,lr,grad_norm,tokens_per_s,eval_train_loss,eval_val_loss,greedy_exact_match,"
                           "beam_exact_match\n"));
-    CHECK(slurp(dir.path / "r.svg").find("held-out exact match") != std::string::npos);
+    // The loss chart, drawn beside the CSV (its pixels: tests/test_viz_cli.cpp).
+    const std::optional<test::PngSize> chart = test::png_size(dir.path / "r.png");
+    REQUIRE(chart);
+    CHECK(chart->width == 900);
+    CHECK(chart->height == 540);
     CHECK(r.err.find("with 4 beams") != std::string::npos);
 
     const auto both = test::run_tool("kiln-train", "--task reverse -f x.txt -o " + out);

@@ -67,7 +67,7 @@ TEST_CASE("kiln-train refuses a wrong -o before training and writes nothing besi
     require_one_line(run_train(args + " -o " + q(dir.path() / "m.gguf") + " --checkpoint " + q(dir.path() / "out.gguf")), 1,
                      "--checkpoint '" + (dir.path() / "out.gguf").string() + "' is a directory");
     require_one_line(run_train(args + " -o " + q(dir.path() / "nested") + "/"), 1, "names a folder");
-    // No stray out.csv / out.svg / m.ckpt.gguf beside the directory, nothing inside it.
+    // No stray out.csv / out.png / m.ckpt.gguf beside the directory, nothing inside it.
     CHECK(names_in(dir.path()) == std::set<std::string>{"text.txt", "out.gguf"});
     CHECK(fs::is_empty(dir.path() / "out.gguf"));
 }
@@ -82,7 +82,7 @@ TEST_CASE("kiln-train writes a valid 245-character output name and its longer si
     REQUIRE(run.status == 0);
     const std::string stem(240, 'm');
     CHECK(names_in(dir.path()) ==
-          std::set<std::string>{"text.txt", name, stem + ".ckpt.gguf", stem + ".csv", stem + ".svg"});
+          std::set<std::string>{"text.txt", name, stem + ".ckpt.gguf", stem + ".csv", stem + ".png"});
     CHECK(GgufFile::open(dir.path() / name).get_string("general.architecture") == "gpt2");
 }
 
@@ -146,5 +146,5 @@ TEST_CASE("a failed step names the checkpoint it resumed from, not one never wri
     CHECK_FALSE(fs::exists(fresh));
     CHECK_FALSE(fs::exists(dir.path() / "n.gguf"));
     CHECK_FALSE(fs::exists(dir.path() / "n.csv"));  // a failed run leaves no new log
-    CHECK_FALSE(fs::exists(dir.path() / "n.svg"));
+    CHECK_FALSE(fs::exists(dir.path() / "n.png"));
 }

@@ -26,6 +26,7 @@
 #include "formats/io/regular_file.h"
 #include "formats/tokenizer/tokenizer.h"
 #include "formats/tokenizer/vocab_metadata.h"
+#include "plot/loss_chart.h"
 #include "tools/common/cli.h"
 #include "tools/common/version.h"
 
@@ -45,7 +46,7 @@ SwiGLU, grouped-query attention: llama.cpp's llama layout, so llama.cpp runs
 it too). The vocabulary is every character of the text, or with --vocab the
 tokenizer of a GGUF file (SentencePiece or BPE, e.g. a vocabulary-only GGUF
 of llama.cpp's); the first 90% of the tokens trains, the last 10% validates.
-Writes MODEL.gguf (for kiln), MODEL.csv (one row per step), MODEL.svg (loss
+Writes MODEL.gguf (for kiln), MODEL.csv (one row per step), MODEL.png (loss
 curve) and the checkpoint MODEL.ckpt.gguf (weights, AdamW moments, step, data
 generator state).
 
@@ -227,7 +228,7 @@ void check_outputs(const Options& o) {
     check_output_path(o.output, "-o");
     check_output_path(o.checkpoint, "--checkpoint");
     check_output_path(fs::path(o.output).replace_extension(".csv"), "the log (MODEL.csv)");
-    check_output_path(fs::path(o.output).replace_extension(".svg"), "the loss curve (MODEL.svg)");
+    check_output_path(fs::path(o.output).replace_extension(".png"), "the loss curve (MODEL.png)");
 }
 
 // The character GPT on a text: with --resume, the checkpoint's model and
@@ -350,7 +351,7 @@ std::unique_ptr<Trainer> make_trainer(const Options& o, ThreadPool& pool) {
 }
 
 // The one training loop: a progress line, an evaluation every
-// --eval-interval steps and at the end, MODEL.csv and MODEL.svg rewritten with
+// --eval-interval steps and at the end, MODEL.csv and MODEL.png rewritten with
 // each checkpoint, --resume continuing the log, the model written at the end.
 int run(const Options& o) {
     check_outputs(o);
@@ -358,7 +359,7 @@ int run(const Options& o) {
     const std::unique_ptr<Trainer> trainer = make_trainer(o, pool);
     TrainLog log(trainer->logs_accuracy());
     const fs::path csv = fs::path(o.output).replace_extension(".csv");
-    const fs::path svg = fs::path(o.output).replace_extension(".svg");
+    const fs::path chart = fs::path(o.output).replace_extension(".png");
     if (!o.resume.empty()) {
         log = TrainLog::read_csv(csv, trainer->steps_done(), trainer->logs_accuracy());
         if (trainer->steps_done() >= o.iters)
@@ -415,7 +416,7 @@ int run(const Options& o) {
             last_checkpoint = step;
             last_checkpoint_path = o.checkpoint;
             log.write_csv(csv);
-            log.write_svg(svg);
+            plot::draw_loss_chart(chart, log);
         }
     }
     trainer->write(o.output, o.type);

@@ -22,6 +22,8 @@ public:
 
     const DecoderArch& arch() const noexcept { return *arch_; }
     const GgufFile& file() const noexcept { return *file_; }
+    // The weights as graph leaves, for graphs built outside a session (attention_weights.h).
+    const WeightLeaves& leaves() const noexcept { return leaves_; }
     // Where the computation reads tensor t from: its copy or the file mapping.
     const std::byte* tensor_data(const GgufTensor& t) const noexcept { return placement_->data(t); }
 

@@ -3,8 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cmath>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <string>
 
@@ -81,75 +81,13 @@ TrainLog TrainLog::read_csv(const std::filesystem::path& path, int64_t last_step
     return log;
 }
 
-// Training loss per step (thin, grey), its running mean (blue) and the
-// evaluated training (green) and validation (red) losses as points; with
-// accuracy columns also the held-out exact match, greedy (orange) and beam
-// search (purple), as lines against a 0..100% axis on the right.
-void TrainLog::write_svg(const std::filesystem::path& path) const {
-    constexpr double W = 800, H = 480, left = 60, top = 30, bottom = 50;
-    const double right = accuracy_ ? 50 : 20;
-    double lo = 1e300, hi = -1e300;
-    int64_t last = 1;
-    for (const LogRow& r : rows_) {
-        if (std::isfinite(r.loss)) lo = std::min(lo, r.loss), hi = std::max(hi, r.loss);
-        for (const auto& e : {r.eval_train, r.eval_val})
-            if (e) lo = std::min(lo, *e), hi = std::max(hi, *e);
-        last = std::max(last, r.step);
-    }
-    if (!(hi > lo)) lo = 0, hi = 1;
-    const auto x = [&](double step) { return left + (W - left - right) * step / static_cast<double>(last); };
-    const auto y = [&](double loss) { return top + (H - top - bottom) * (hi - loss) / (hi - lo); };
-    std::string svg = fmt::format(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" font-family=\"sans-serif\" font-size=\"12\">\n"
-        "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-        "<text x=\"{}\" y=\"18\">kiln-train loss (grey: per step, blue: running mean of 50, green: eval train, red: eval validation)</text>\n",
-        W, H, left);
-    if (accuracy_)
-        svg += fmt::format("<text x=\"{}\" y=\"{}\">held-out exact match, right axis (orange: greedy, purple: beam search)</text>\n",
-                           left, H - 30);
-    for (int i = 0; i <= 4; ++i) {
-        const double v = lo + (hi - lo) * i / 4.0;
-        svg += fmt::format("<line x1=\"{}\" x2=\"{}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#ddd\"/><text x=\"5\" y=\"{:.1f}\">{:.3f}</text>\n",
-                           left, W - right, y(v), y(v), y(v) + 4, v);
-    }
-    svg += fmt::format("<text x=\"{}\" y=\"{}\">step {}</text>\n", W / 2, H - 15, last);
-    const auto polyline = [&](const std::vector<std::pair<double, double>>& pts, const char* colour, double width) {
-        if (pts.empty()) return;
-        svg += fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"{}\" points=\"", colour, width);
-        for (auto [s, l] : pts) svg += fmt::format("{:.1f},{:.1f} ", x(s), y(l));
-        svg += "\"/>\n";
-    };
-    std::vector<std::pair<double, double>> raw, mean;
-    double window = 0.0;
-    for (size_t i = 0; i < rows_.size(); ++i) {
-        if (!std::isfinite(rows_[i].loss)) continue;
-        raw.emplace_back(rows_[i].step, rows_[i].loss);
-        window += rows_[i].loss;
-        if (raw.size() > 50) window -= raw[raw.size() - 51].second;
-        mean.emplace_back(rows_[i].step, window / static_cast<double>(std::min<size_t>(raw.size(), 50)));
-    }
-    polyline(raw, "#bbb", 1);
-    polyline(mean, "#1f5fbf", 2);
-    for (const LogRow& r : rows_) {
-        if (r.eval_train) svg += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"4\" fill=\"#2a2\"/>\n", x(r.step), y(*r.eval_train));
-        if (r.eval_val) svg += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"4\" fill=\"#d22\"/>\n", x(r.step), y(*r.eval_val));
-    }
-    if (accuracy_) {
-        const auto y_percent = [&](double fraction) { return top + (H - top - bottom) * (1.0 - fraction); };
-        for (int i = 0; i <= 4; ++i)
-            svg += fmt::format("<text x=\"{}\" y=\"{:.1f}\">{}%</text>\n", W - right + 5, y_percent(i / 4.0) + 4, 25 * i);
-        const auto accuracy_line = [&](std::optional<double> LogRow::*field, const char* colour) {
-            std::string points;
-            for (const LogRow& r : rows_)
-                if (r.*field) points += fmt::format("{:.1f},{:.1f} ", x(r.step), y_percent(*(r.*field)));
-            if (!points.empty())
-                svg += fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"2\" points=\"{}\"/>\n", colour, points);
-        };
-        accuracy_line(&LogRow::greedy_match, "#e80");
-        accuracy_line(&LogRow::beam_match, "#82c");
-    }
-    svg += "</svg>\n";
-    write_text(path, svg);
+TrainLog TrainLog::read_any_csv(const std::filesystem::path& path) {
+    std::ifstream in(path);
+    std::string first;
+    if (!in || !std::getline(in, first)) fail("log", "cannot read {} (missing or empty)", path.string());
+    const bool accuracy = first == header(true);
+    if (!accuracy && first != header(false)) fail("log", "{} is not a kiln-train CSV log (its header differs)", path.string());
+    return read_csv(path, std::numeric_limits<int64_t>::max(), accuracy);
 }
 
 }  // namespace kiln::train
