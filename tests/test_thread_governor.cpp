@@ -2,9 +2,11 @@
 // pool's threads wait for CPUs, more when the affinity mask's CPUs sit idle.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <vector>
 
 #include "engine/core/platform.h"
+#include "engine/runtime/cpu_budget.h"
 #include "engine/runtime/thread_governor.h"
 #include "engine/runtime/thread_pool.h"
 
@@ -68,9 +70,18 @@ TEST_CASE("schedstat and /proc/stat lines give the waiting and idle time", "[thr
     CHECK_FALSE(kiln::idle_ticks_from_proc_stat("cpu0 1 2 3\n", std::vector<int>{0}).has_value());
 }
 
-TEST_CASE("a pool that follows free CPUs starts with all its threads and never leaves its bounds", "[thread_pool][governor]") {
+TEST_CASE("a pool that follows free CPUs starts with the threads the CPUs can run and never leaves its bounds", "[thread_pool][governor]") {
     kiln::ThreadPool pool(3, kiln::LoadAdaptation::follow_free_cpus);
+#if KILN_OS_LINUX
+    CHECK(pool.active() == std::min(3, kiln::usable_cpus()));
+    CHECK(pool.spins());
+    kiln::ThreadPool wide(4 * kiln::usable_cpus(), kiln::LoadAdaptation::follow_free_cpus);
+    CHECK(wide.active() == kiln::usable_cpus());
+    CHECK(wide.spins());  // with no more threads than CPUs in a run, waiting spins again
+    CHECK_FALSE(kiln::ThreadPool(4 * kiln::usable_cpus()).spins());
+#else
     CHECK(pool.active() == 3);
+#endif
     std::vector<int> seen;
     for (int i = 0; i < 50; ++i) {
         pool.run([&](int ith, int nth) {

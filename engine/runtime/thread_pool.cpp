@@ -27,20 +27,22 @@ constexpr int kSpinIterations = 1 << 9;
 // Few: a yield that finds nobody else to run returns at once, so a long run
 // of them is a spin that the scheduler cannot tell from work.
 constexpr int kYieldIterations = 8;
-// generation_ holds a run counter above a run's thread count.
-constexpr int kThreadCountBits = 16;
-constexpr uint64_t kThreadCountMask = (uint64_t{1} << kThreadCountBits) - 1;
-constexpr int kMaxThreads = static_cast<int>(kThreadCountMask);
+constexpr int kMaxThreads = 1 << 16;
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads, LoadAdaptation adaptation)
     : n_threads_(std::clamp(n_threads, 1, kMaxThreads)),
-      spin_(n_threads_ <= usable_cpus()),
+      usable_cpus_(usable_cpus()),
       active_(n_threads_),
-      tids_(std::make_unique<std::atomic<int>[]>(static_cast<size_t>(n_threads_))) {
+      tids_(std::make_unique<std::atomic<int>[]>(static_cast<size_t>(n_threads_))),
+      wake_(std::make_unique<WakeWord[]>(static_cast<size_t>(n_threads_))) {
     if (adaptation == LoadAdaptation::follow_free_cpus && n_threads_ > 1) {
         governor_ = std::make_unique<ThreadGovernor>(n_threads_);
         if (!governor_->can_observe()) governor_.reset();
+        // Threads beyond the usable CPUs can never all run at once: a
+        // governed pool starts without them (and could only grow into them
+        // if CPUs outside the mask sat idle, which it does not look at).
+        else active_ = std::min(n_threads_, usable_cpus_);
     }
     workers_.reserve(static_cast<size_t>(n_threads_ - 1));
     std::string reason;
@@ -63,14 +65,20 @@ ThreadPool::~ThreadPool() { stop_workers(); }
 
 void ThreadPool::stop_workers() noexcept {
     stop_.store(true, std::memory_order_relaxed);
-    generation_.fetch_add(uint64_t{1} << kThreadCountBits, std::memory_order_release);
-    generation_.notify_all();
+    for (size_t i = 1; i <= workers_.size(); ++i) {
+        wake_[i].word.fetch_add(1, std::memory_order_release);
+        wake_[i].word.notify_one();
+    }
     for (std::thread& t : workers_) t.join();
     workers_.clear();
 }
 
-void ThreadPool::wait_until_changed(std::atomic<uint64_t>& word, uint64_t seen, bool spin) noexcept {
-    for (int i = 0; spin && spin_ && i < kSpinIterations; ++i) {
+template <typename Word>
+void ThreadPool::wait_until_changed(std::atomic<Word>& word, Word seen, bool spin) noexcept {
+    // A run with more threads than usable CPUs never spins (see the header);
+    // a governed pool that came down to the CPUs it gets spins again.
+    spin = spin && run_threads_.load(std::memory_order_relaxed) <= usable_cpus_;
+    for (int i = 0; spin && i < kSpinIterations; ++i) {
         if (word.load(std::memory_order_acquire) != seen) return;
         KILN_CPU_RELAX();
     }
@@ -83,18 +91,15 @@ void ThreadPool::wait_until_changed(std::atomic<uint64_t>& word, uint64_t seen, 
 
 void ThreadPool::worker(int ith) {
     tids_[static_cast<size_t>(ith)].store(current_thread_id(), std::memory_order_relaxed);
-    uint64_t seen = 0;
-    bool took_part = true;  // a worker that sat the last run out sleeps at once: it is likely to again
+    std::atomic<uint32_t>& wake = wake_[static_cast<size_t>(ith)].word;
+    uint32_t seen = 0;
     for (;;) {
-        wait_until_changed(generation_, seen, took_part);
-        seen = generation_.load(std::memory_order_acquire);
+        wait_until_changed(wake, seen, true);
+        seen = wake.load(std::memory_order_acquire);
         if (stop_.load(std::memory_order_relaxed)) return;
-        // The run's thread count travels in the same word as its generation:
-        // a worker that sat one run out and wakes late reads the next run's
-        // count with the next run, never one with the other.
-        const int nth = static_cast<int>(seen & kThreadCountMask);
-        took_part = ith < nth;
-        if (!took_part) continue;
+        // Written before the wake word; and no later run can start before
+        // this worker finishes this one, so it is this run's count.
+        const int nth = run_threads_.load(std::memory_order_relaxed);
         try {
             (*task_)(ith, nth);
         } catch (...) {
@@ -121,10 +126,17 @@ void ThreadPool::run(const std::function<void(int, int)>& fn) {
     finished_.store(0, std::memory_order_relaxed);
     has_error_.store(false, std::memory_order_relaxed);
     error_ = nullptr;
-    const uint64_t done_before = done_generation_.load(std::memory_order_relaxed);
-    const uint64_t counter = (generation_.load(std::memory_order_relaxed) >> kThreadCountBits) + 1;
-    generation_.store(counter << kThreadCountBits | static_cast<uint64_t>(nth), std::memory_order_release);
-    generation_.notify_all();
+    const uint32_t done_before = done_generation_.load(std::memory_order_relaxed);
+    // Only the threads of this run are woken, each on a word of its own that
+    // counts its runs: one left out sleeps through the run and takes no CPU
+    // from those that work (waking every worker and letting the idle ones go
+    // back to sleep cost a governed pool a fifth of its speed). 32-bit words,
+    // because the C++ library waits on those with a futex of their own, and
+    // on wider ones through a shared table that wakes every sleeper.
+    for (int i = 1; i < nth; ++i) {
+        wake_[static_cast<size_t>(i)].word.fetch_add(1, std::memory_order_release);
+        wake_[static_cast<size_t>(i)].word.notify_one();
+    }
 
     std::exception_ptr own_error;
     try {
@@ -151,7 +163,7 @@ void ThreadPool::govern() noexcept {
 void ThreadPool::barrier() noexcept {
     const int nth = run_threads_.load(std::memory_order_relaxed);
     if (nth == 1) return;
-    const uint64_t phase = barrier_phase_.load(std::memory_order_acquire);
+    const uint32_t phase = barrier_phase_.load(std::memory_order_acquire);
     if (barrier_count_.fetch_add(1, std::memory_order_acq_rel) + 1 == nth) {
         // Reset before releasing the others: they can only arrive again after seeing the new phase.
         barrier_count_.store(0, std::memory_order_relaxed);

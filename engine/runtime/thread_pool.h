@@ -65,8 +65,8 @@ public:
     // many times as this one. Memory written before the barrier is visible after it.
     void barrier() noexcept;
 
-    // Whether waiting threads spin before they sleep (see above).
-    bool spins() const noexcept { return spin_; }
+    // Whether the threads of the next run spin before they sleep (see above).
+    bool spins() const noexcept { return active_ <= usable_cpus_; }
 
     // The default thread count (cpu_budget.h): physical cores among the CPUs
     // the process may use, capped by its cgroup quota. Kept under this name
@@ -75,24 +75,28 @@ public:
 
 private:
     void worker(int ith);
-    void wait_until_changed(std::atomic<uint64_t>& word, uint64_t seen, bool spin) noexcept;
+    template <typename Word>
+    void wait_until_changed(std::atomic<Word>& word, Word seen, bool spin) noexcept;
     void stop_workers() noexcept;
     void govern() noexcept;  // lets the governor, if any, set active_ after a run
 
     int n_threads_;
-    bool spin_ = true;
+    int usable_cpus_;                             // usable_cpus() when the pool was made
     int active_;                                  // the caller's: threads of the next run
-    std::atomic<int> run_threads_{1};             // threads of the current run (published with generation_)
+    std::atomic<int> run_threads_{1};             // threads of the current run (published with the wake words)
     std::unique_ptr<ThreadGovernor> governor_;    // follow_free_cpus only
     std::unique_ptr<std::atomic<int>[]> tids_;    // kernel thread ids, the caller's first (0: not started)
     std::vector<std::thread> workers_;
     const std::function<void(int, int)>* task_ = nullptr;
 
-    alignas(64) std::atomic<uint64_t> generation_{0};    // bumped to start a run
+    struct alignas(64) WakeWord {
+        std::atomic<uint32_t> word{0};  // how many runs the worker was woken for
+    };
+    std::unique_ptr<WakeWord[]> wake_;                   // one per thread (index 0, the caller's, unused)
     alignas(64) std::atomic<int> finished_{0};           // workers done with the current run
-    alignas(64) std::atomic<uint64_t> done_generation_{0};  // bumped when the last worker finishes
+    alignas(64) std::atomic<uint32_t> done_generation_{0};  // bumped when the last worker finishes
     alignas(64) std::atomic<int> barrier_count_{0};
-    alignas(64) std::atomic<uint64_t> barrier_phase_{0};
+    alignas(64) std::atomic<uint32_t> barrier_phase_{0};
     std::atomic<bool> stop_{false};
     std::exception_ptr error_;
     std::atomic<bool> has_error_{false};
