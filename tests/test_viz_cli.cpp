@@ -211,7 +211,7 @@ TEST_CASE("kiln-viz positions: learned positions and RoPE frequencies", "[viz][c
                 "dtype=np.float64), rtol=1e-6) for k in ('short', 'long')))\n") == "['base', 'long', 'short'] True\n");
 }
 
-TEST_CASE("kiln-viz train and bench draw charts; bad files are refused", "[viz][cli]") {
+TEST_CASE("kiln-viz train and bench draw charts, and bad files are refused", "[viz][cli]") {
     test::TempDir dir;
     const fs::path csv = test::source_dir() / "models" / "shakespeare-char.csv";
     REQUIRE(viz("train " + q(csv) + " -o " + q(dir.path() / "loss.png")).status == 0);
