@@ -19,6 +19,7 @@ elif [ "${1:-}" = "--sanitize" ]; then
   dir=build-asan
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_SANITIZE=address,undefined >/dev/null
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+  export LSAN_OPTIONS=suppressions=$PWD/tests/sanitizers/lsan.supp
   # The "client" tests (the openai npm package, the chat page in Chromium) test
   # JavaScript against the server; the Release run has them. Under the
   # sanitizers the server's own code runs through server_http and [server].
