@@ -38,11 +38,15 @@ ThreadPool::ThreadPool(int n_threads, LoadAdaptation adaptation)
       wake_(std::make_unique<WakeWord[]>(static_cast<size_t>(n_threads_))) {
     if (adaptation == LoadAdaptation::follow_free_cpus && n_threads_ > 1) {
         governor_ = std::make_unique<ThreadGovernor>(n_threads_);
-        if (!governor_->can_observe()) governor_.reset();
-        // Threads beyond the usable CPUs can never all run at once: a
-        // governed pool starts without them (and could only grow into them
-        // if CPUs outside the mask sat idle, which it does not look at).
-        else active_ = std::min(n_threads_, usable_cpus_);
+        if (!governor_->can_observe()) {
+            governor_.reset();
+        } else {
+            // Threads beyond the usable CPUs can never all run at once: a
+            // governed pool starts without them (and could only grow into them
+            // if CPUs outside the mask sat idle, which it does not look at).
+            active_ = std::min(n_threads_, usable_cpus_);
+            tid_snapshot_.resize(static_cast<size_t>(n_threads_));
+        }
     }
     workers_.reserve(static_cast<size_t>(n_threads_ - 1));
     std::string reason;
@@ -154,10 +158,8 @@ void ThreadPool::run(const std::function<void(int, int)>& fn) {
 void ThreadPool::govern() noexcept {
     if (!governor_ || !governor_->sample_due()) return;
     tids_[0].store(current_thread_id(), std::memory_order_relaxed);  // whoever calls run()
-    int tids[256];
-    const int n = std::min(n_threads_, 256);
-    for (int i = 0; i < n; ++i) tids[i] = tids_[static_cast<size_t>(i)].load(std::memory_order_relaxed);
-    active_ = governor_->after_run(active_, std::span<const int>(tids, static_cast<size_t>(n)));
+    for (size_t i = 0; i < tid_snapshot_.size(); ++i) tid_snapshot_[i] = tids_[i].load(std::memory_order_relaxed);
+    active_ = governor_->after_run(active_, tid_snapshot_);
 }
 
 void ThreadPool::barrier() noexcept {

@@ -86,6 +86,7 @@ private:
     std::atomic<int> run_threads_{1};             // threads of the current run (published with the wake words)
     std::unique_ptr<ThreadGovernor> governor_;    // follow_free_cpus only
     std::unique_ptr<std::atomic<int>[]> tids_;    // kernel thread ids, the caller's first (0: not started)
+    std::vector<int> tid_snapshot_;               // tids_ as the governor reads them (governed pools only)
     std::vector<std::thread> workers_;
     const std::function<void(int, int)>* task_ = nullptr;
 
