@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 #include <vector>
@@ -123,30 +124,51 @@ const std::array<int, W>& haddp_lane_of_row() noexcept {
 }
 
 // haddp's sums moved to lane r = row r (a permutation: the bits are kept).
-batch in_row_order(batch sums) noexcept {
-#if defined(__AVX512F__)  // one lane permute instead of W scalar moves
-    static_assert(W == 16);
-    static const __m512i index = [] {
-        alignas(64) int32_t lanes[16];
-        for (int r = 0; r < 16; ++r) lanes[r] = haddp_lane_of_row()[static_cast<size_t>(r)];
-        return _mm512_load_si512(lanes);
-    }();
-    return batch(_mm512_permutexvar_ps(index, sums));
+// Built once per call of scores() and applied inline to every tile: a call
+// per tile (with its static-initialisation check) cost 6% of a decode step.
+class RowOrder {
+public:
+    RowOrder() noexcept {
+        static const Lanes lanes = [] {
+            Lanes out{};
+            for (int r = 0; r < W; ++r) out.lane[r] = haddp_lane_of_row()[static_cast<size_t>(r)];
+            return out;
+        }();
+#if defined(__AVX512F__)
+        index_ = _mm512_load_si512(lanes.lane);
 #elif defined(__AVX2__)
-    static_assert(W == 8);
-    static const __m256i index = [] {
-        alignas(32) int32_t lanes[8];
-        for (int r = 0; r < 8; ++r) lanes[r] = haddp_lane_of_row()[static_cast<size_t>(r)];
-        return _mm256_load_si256(reinterpret_cast<const __m256i*>(lanes));
-    }();
-    return batch(_mm256_permutevar8x32_ps(sums, index));
+        index_ = _mm256_load_si256(reinterpret_cast<const __m256i*>(lanes.lane));
 #else
-    alignas(64) float in[W], out[W];
-    sums.store_aligned(in);
-    for (int64_t r = 0; r < W; ++r) out[r] = in[haddp_lane_of_row()[static_cast<size_t>(r)]];
-    return batch::load_aligned(out);
+        lanes_ = &lanes;
 #endif
-}
+    }
+    batch operator()(batch sums) const noexcept {
+#if defined(__AVX512F__)  // one lane permute instead of W scalar moves
+        static_assert(W == 16);
+        return batch(_mm512_permutexvar_ps(index_, sums));
+#elif defined(__AVX2__)
+        static_assert(W == 8);
+        return batch(_mm256_permutevar8x32_ps(sums, index_));
+#else
+        alignas(64) float in[W], out[W];
+        sums.store_aligned(in);
+        for (int64_t r = 0; r < W; ++r) out[r] = in[lanes_->lane[r]];
+        return batch::load_aligned(out);
+#endif
+    }
+
+private:
+    struct alignas(64) Lanes {
+        int32_t lane[W];
+    };
+#if defined(__AVX512F__)
+    __m512i index_;
+#elif defined(__AVX2__)
+    __m256i index_;
+#else
+    const Lanes* lanes_;
+#endif
+};
 
 // Pass 1 over keys [j_begin, j_end): score[i][j - j_begin] = scale * q_i . k_j
 // for the keys query i uses, -inf for the others below its kv_len. Every score
@@ -167,6 +189,7 @@ void scores(const AttentionQuery* queries, int nq, const float* const* q, const 
     constexpr int64_t kTileKeys = W / Q;
     const int64_t vector_dims = head_dim - head_dim % W;
     const std::array<int, W>& lane_of = haddp_lane_of_row();
+    const RowOrder in_row_order;
     float max[kQueries];  // locals, kept in registers (the outputs may alias anything)
     int64_t n_valid[kQueries];
     std::copy(max_out, max_out + kQueries, max);
@@ -179,6 +202,7 @@ void scores(const AttentionQuery* queries, int nq, const float* const* q, const 
     const int64_t all_use = head_dim == vector_dims ? std::min(j_end, keys_all_use(queries, nq)) : 0;
     const batch scale_v(scale);
     batch max_v(kNegInf);  // lane i * kTileKeys + t: query i's max over the branch-free tiles
+    int64_t branch_free_tiles = 0;
     for (int64_t j0 = j_begin; j0 < j_end; j0 += kTileKeys) {
         const K* key[kTileKeys];
         for (int64_t t = 0; t < kTileKeys; ++t) {
@@ -205,10 +229,12 @@ void scores(const AttentionQuery* queries, int nq, const float* const* q, const 
             if (softcap > 0.0f) s = capped(s, softcap);
             max_v = xsimd::max(max_v, s);
             s.store_aligned(ordered);
-            for (int i = 0; i < nq; ++i) {
-                for (int64_t t = 0; t < kTileKeys; ++t) score[i][j0 - j_begin + t] = ordered[i * kTileKeys + t];
-                n_valid[i] += kTileKeys;
-            }
+            // Query i's keys are lanes [i * kTileKeys, (i + 1) * kTileKeys): one
+            // small copy each. Rows past nq repeat the last query, whose score
+            // row they share, so all Q copies are made without a bound check.
+            for (int i = 0; i < Q; ++i)
+                std::memcpy(score[i] + (j0 - j_begin), ordered + i * kTileKeys, sizeof(float) * kTileKeys);
+            branch_free_tiles += 1;
             continue;
         }
         alignas(64) float dots[W];
@@ -230,6 +256,7 @@ void scores(const AttentionQuery* queries, int nq, const float* const* q, const 
             }
         }
     }
+    for (int i = 0; i < nq; ++i) n_valid[i] += branch_free_tiles * kTileKeys;
     alignas(64) float tile_max[W];
     max_v.store_aligned(tile_max);
     for (int i = 0; i < nq; ++i)
