@@ -40,6 +40,7 @@
 
 #include <fmt/format.h>
 
+#include "bench/compute_peaks.h"
 #include "bench/machine_limits.h"
 #include "engine/core/error.h"
 #include "engine/kernels/matmul.h"
@@ -93,6 +94,10 @@ options:
                                bandwidth as a fraction of it
       --roofline-mib N         size of the buffer --roofline reads (default 1024: well
                                past the L3, so the figure is DRAM bandwidth)
+      --compute-roofline       measure this machine's multiply-add peaks (fp32 FMA, int8,
+                               AMX where present; once per thread count) and report pp's
+                               matrix multiply-adds per second as a fraction of the peak
+                               of the kernels in use
   -h, --help                   show this help
       --version                print the version, git commit, build and kernel sets
 
@@ -124,6 +129,7 @@ struct Options {
     Format format = Format::Markdown;
     bool roofline = false;
     int64_t roofline_mib = 1024;
+    bool compute_roofline = false;
     std::vector<kiln::DType> type_k{kiln::cli::CacheTypeFlags::kDefault};
     std::vector<kiln::DType> type_v{kiln::cli::CacheTypeFlags::kDefault};
 };
@@ -220,6 +226,8 @@ Options parse(int argc, char** argv) {
             (flag == "-ctk" || flag == "--cache-type-k" ? o.type_k : o.type_v) = types;
         } else if (flag == "--roofline") {
             o.roofline = true;
+        } else if (flag == "--compute-roofline") {
+            o.compute_roofline = true;
         } else if (flag == "--roofline-mib") {
             o.roofline_mib = parse_int(flag, args.value(flag), 1, 1 << 20);
         } else {
@@ -244,6 +252,8 @@ struct ModelInfo {
     uint64_t size = 0;       // bytes of all tensors
     uint64_t n_params = 0;
     uint64_t step_bytes = 0;  // weight bytes one decode step reads
+    uint64_t token_macs = 0;  // matrix multiply-adds per token (attention's left out)
+    std::string weight_family = "fp32";  // "int8" when the matrices are block-quantized
     bool use_mmap = true;     // computed from the file mapping (-mmp 1), not every weight copied (-mmp 0)
 };
 
@@ -310,6 +320,40 @@ uint64_t decode_step_bytes(const kiln::DecoderLm& model) {
     return bytes;
 }
 
+// The multiply-adds of one token's matrix products: every matrix's elements
+// (a tied head multiplies with the embedding table). Attention's products
+// grow with the context and are left out: at pp512 on a 1.1B Llama they are
+// about 2% of the matrices'.
+uint64_t token_matrix_macs(const kiln::DecoderLm& model) {
+    const kiln::GgufFile& file = model.file();
+    const std::vector<kiln::arch::TensorSpec> specs = model.arch().tensor_specs();
+    bool tied = false;
+    for (const kiln::arch::TensorSpec& s : specs)
+        if (s.role == kiln::arch::TensorRole::Matrix && s.optional && file.find_tensor(s.name) == nullptr) tied = true;
+    uint64_t macs = 0;
+    bool first_table = true;
+    for (const kiln::arch::TensorSpec& s : specs) {
+        const bool head = s.role == kiln::arch::TensorRole::Table && tied && first_table;
+        if (s.role == kiln::arch::TensorRole::Table) first_table = false;
+        if (s.role != kiln::arch::TensorRole::Matrix && !head) continue;
+        if (const kiln::GgufTensor* t = file.find_tensor(s.name); t != nullptr && t->dims.size() >= 2)
+            macs += t->dims[0] * t->dims[1];
+    }
+    return macs;
+}
+
+// Which products a file's matrices take: int8 (block-quantized types) or fp32.
+std::string weight_family(const kiln::DecoderLm& model) {
+    const kiln::GgufFile& file = model.file();
+    for (const kiln::arch::TensorSpec& s : model.arch().tensor_specs()) {
+        if (s.role != kiln::arch::TensorRole::Matrix) continue;
+        if (const kiln::GgufTensor* t = file.find_tensor(s.name); t != nullptr)
+            return t->type == kiln::DType::F32 || t->type == kiln::DType::F16 || t->type == kiln::DType::BF16 ? "fp32"
+                                                                                                              : "int8";
+    }
+    return "fp32";
+}
+
 ModelInfo describe(const std::string& path, const kiln::DecoderLm& model) {
     ModelInfo m;
     m.filename = path;
@@ -317,6 +361,8 @@ ModelInfo describe(const std::string& path, const kiln::DecoderLm& model) {
     m.n_params = model.info().parameters;
     m.type = model_type(model);
     m.step_bytes = decode_step_bytes(model);
+    m.token_macs = token_matrix_macs(model);
+    m.weight_family = weight_family(model);
     return m;
 }
 
@@ -331,6 +377,7 @@ struct Result {
     std::optional<double> roofline_gbs;  // measured read bandwidth at these threads
     std::string type_k = "f16", type_v = "f16";  // the KV cache's types
     int64_t batch = 2048, ubatch = 512;
+    std::optional<double> peak_macs = std::nullopt;  // measured multiply-add peak of the kernels in use (pp tests)
 
     int64_t tokens() const { return test.n_prompt + test.n_gen; }
     std::vector<double> samples_ts() const {
@@ -356,6 +403,11 @@ struct Result {
     std::optional<double> bandwidth_gbs() const {
         if (test.n_gen == 0 || test.n_prompt > 0) return std::nullopt;
         return static_cast<double>(model->step_bytes) * avg_ts() / 1e9;
+    }
+    // Matrix multiply-adds per second of a prompt test.
+    std::optional<double> macs_per_second() const {
+        if (test.n_prompt == 0 || test.n_gen > 0) return std::nullopt;
+        return static_cast<double>(model->token_macs) * avg_ts();
     }
 };
 
@@ -420,6 +472,8 @@ std::vector<Field> fields_of(const Result& r, std::string_view cpu, std::string_
     };
     std::optional<double> fraction;
     if (r.roofline_gbs && r.bandwidth_gbs()) fraction = *r.bandwidth_gbs() / *r.roofline_gbs;
+    std::optional<double> compute_fraction;
+    if (r.peak_macs && r.macs_per_second()) compute_fraction = *r.macs_per_second() / *r.peak_macs;
     const int64_t batch = r.batch, ubatch = r.ubatch;
     return {
         {"build_commit", Kind::String, std::string(kiln::cli::build_commit())},
@@ -462,6 +516,10 @@ std::vector<Field> fields_of(const Result& r, std::string_view cpu, std::string_
         {"roofline_fraction", Kind::Float, opt(fraction, 6)},
         // Newer llama-bench's (-d) and ik_llama.cpp's (-gp) untimed tokens before the test.
         {"n_depth", Kind::Int, std::to_string(r.test.n_depth)},
+        // --compute-roofline: pp's matrix multiply-adds against the kernels' measured peak.
+        {"token_macs", Kind::Int, std::to_string(r.model->token_macs)},
+        {"compute_peak_gmacs", Kind::Float, opt(r.peak_macs ? std::optional(*r.peak_macs / 1e9) : std::nullopt, 3)},
+        {"compute_fraction", Kind::Float, opt(compute_fraction, 6)},
     };
 }
 
@@ -512,8 +570,9 @@ class Printer {
 public:
     // show_types: the markdown table gets type_k and type_v columns (as
     // llama-bench's, when a cache type other than the default is measured).
-    Printer(Format format, bool roofline, bool show_types, std::string cpu, std::string kernels)
-        : format_(format), roofline_(roofline), show_types_(show_types), cpu_(std::move(cpu)), kernels_(std::move(kernels)) {}
+    Printer(Format format, bool roofline, bool compute, bool show_types, std::string cpu, std::string kernels)
+        : format_(format), roofline_(roofline), compute_(compute), show_types_(show_types), cpu_(std::move(cpu)),
+          kernels_(std::move(kernels)) {}
 
     void header() {
         if (format_ == Format::Json) {
@@ -530,11 +589,13 @@ public:
                 fmt::print("  {} {}{}\n", fields[i].name, sql_type(fields[i].kind), i + 1 < fields.size() ? "," : "");
             fmt::print(");\n\n");
         } else if (format_ == Format::Markdown) {
-            fmt::print("| model | size | params | backend | threads | kernels |{} test | t/s | GB/s |{}\n",
-                       show_types_ ? " type_k | type_v |" : "", roofline_ ? " roofline |" : "");
+            fmt::print("| model | size | params | backend | threads | kernels |{} test | t/s | GB/s |{}{}\n",
+                       show_types_ ? " type_k | type_v |" : "", roofline_ ? " roofline |" : "",
+                       compute_ ? " compute |" : "");
             fmt::print("| ------------------------------ | ---------: | ---------: | ---------- | ------: | ----------- "
-                       "|{} ------------: | -------------------: | ------: |{}\n",
-                       show_types_ ? " -----: | -----: |" : "", roofline_ ? " -------: |" : "");
+                       "|{} ------------: | -------------------: | ------: |{}{}\n",
+                       show_types_ ? " -----: | -----: |" : "", roofline_ ? " -------: |" : "",
+                       compute_ ? " -------: |" : "");
         }
         std::fflush(stdout);
     }
@@ -551,11 +612,18 @@ public:
                                                 : " |";
                 const std::string types =
                     show_types_ ? fmt::format(" {:>6} | {:>6} |", r.type_k, r.type_v) : std::string();
-                fmt::print("| {:<30} | {:>6.2f} MiB | {:>8.2f} M | {:<10} | {:>7} | {:<11} |{} {:>13} | {:>20} | {:>7} |{}\n",
+                std::string compute;
+                if (compute_) {
+                    const auto macs = r.macs_per_second();
+                    compute = macs && r.peak_macs ? fmt::format(" {:>5.1f}% of {:.0f} GMAC/s |", 100.0 * *macs / *r.peak_macs,
+                                                                *r.peak_macs / 1e9)
+                                                  : " |";
+                }
+                fmt::print("| {:<30} | {:>6.2f} MiB | {:>8.2f} M | {:<10} | {:>7} | {:<11} |{} {:>13} | {:>20} | {:>7} |{}{}\n",
                            r.model->type, static_cast<double>(r.model->size) / (1024.0 * 1024.0),
                            static_cast<double>(r.model->n_params) / 1e6, "CPU", r.threads, kernels_, types, r.test_name(),
                            fmt::format("{:.2f} ± {:.2f}", r.avg_ts(), r.stddev_ts()),
-                           bw ? fmt::format("{:.2f}", *bw) : std::string("-"), roof);
+                           bw ? fmt::format("{:.2f}", *bw) : std::string("-"), roof, compute);
                 break;
             }
             case Format::Csv: {
@@ -604,7 +672,7 @@ private:
     }
 
     Format format_;
-    bool roofline_, show_types_;
+    bool roofline_, compute_, show_types_;
     std::string cpu_, kernels_;
     bool first_ = true;
 };
@@ -673,7 +741,9 @@ int run(const Options& o) {
 
     const auto is_default = [](kiln::DType t) { return t == kiln::cli::CacheTypeFlags::kDefault; };
     const bool show_types = !std::ranges::all_of(o.type_k, is_default) || !std::ranges::all_of(o.type_v, is_default);
-    Printer printer(o.format, o.roofline, show_types, cpu, kernels);
+    Printer printer(o.format, o.roofline, o.compute_roofline, show_types, cpu, kernels);
+    // Peaks per thread count, measured once each (a few tenths of a second).
+    std::map<int, std::vector<kiln::bench::ComputePeak>> peaks_by_threads;
     printer.header();
     std::mt19937 rng(1234);
     for (const Loaded& l : models) {
@@ -690,6 +760,17 @@ int run(const Options& o) {
             for (const Test& t : tests) {
                 Result r{&l.info, threads, t, utc_now(), {}, std::nullopt, std::string(kiln::dtype_name(types.k)),
                          std::string(kiln::dtype_name(types.v)), batch, ubatch};
+                if (o.compute_roofline && t.n_prompt > 0 && t.n_gen == 0) {
+                    auto [it, fresh] = peaks_by_threads.try_emplace(threads);
+                    if (fresh) {
+                        it->second = kiln::bench::measure_compute_peaks(pool);
+                        for (const kiln::bench::ComputePeak& p : it->second)
+                            fmt::print(stderr, "kiln-bench: compute peak, {} thread{}: {} {:.1f} GMAC/s\n", threads,
+                                       threads == 1 ? "" : "s", p.name, p.macs_per_second / 1e9);
+                    }
+                    for (const kiln::bench::ComputePeak& p : it->second)
+                        if (p.kernels == kernels && p.family == l.info.weight_family) r.peak_macs = p.macs_per_second;
+                }
                 if (roofline_buffer && t.n_gen > 0 && t.n_prompt == 0) {
                     r.roofline_gbs = roofline_buffer->measure(pool, 3);
                     fmt::print(stderr, "kiln-bench: memory read bandwidth, {} thread{}: {:.2f} GB/s\n", threads,

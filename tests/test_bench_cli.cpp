@@ -193,6 +193,37 @@ TEST_CASE("kiln-bench --roofline gives tg's bandwidth as a fraction of the measu
           Approx(r["bandwidth_gbs"].get<double>() / r["roofline_gbs"].get<double>()).epsilon(1e-3));
 }
 
+// --compute-roofline: pp's matrix multiply-adds per second against the peak of
+// the kernels in use. The multiply-adds per token are counted here from the
+// file's matrices (every 2-D tensor but the embedding table, which a token
+// reads one row of, unless the head is tied to it).
+TEST_CASE("kiln-bench --compute-roofline gives pp's multiply-adds as a fraction of the measured peak", "[cli][bench]") {
+    const auto run = bench("-m " + tiny_model() + " -t 1 -r 1 -p 16 -n 0 --compute-roofline -o json");
+    INFO(run.err);
+    REQUIRE(run.status == 0);
+    const json records = json::parse(run.out);
+    REQUIRE(records.size() == 1);
+    const json& r = records[0];
+    const GgufFile f = GgufFile::open(test::shared_models_dir() / "stories260K.gguf");
+    const bool tied = f.find_tensor("output.weight") == nullptr;
+    uint64_t macs = 0;
+    for (const GgufTensor& t : f.tensors())
+        if (t.dims.size() == 2 && (t.name != "token_embd.weight" || tied)) macs += t.dims[0] * t.dims[1];
+    CHECK(r["token_macs"].get<uint64_t>() == macs);
+    const std::string kernels = r["kernels"].get<std::string>();
+    if (kernels == "avx2" || kernels == "avx512-vnni") {  // the sets with a peak of their own
+        REQUIRE(r["compute_peak_gmacs"].get<double>() > 0);
+        CHECK(r["compute_fraction"].get<double>() ==
+              Approx(r["avg_ts"].get<double>() * static_cast<double>(macs) / 1e9 / r["compute_peak_gmacs"].get<double>())
+                  .epsilon(1e-3));
+        CHECK(run.err.find("compute peak, 1 thread: fp32 FMA") != std::string::npos);
+    }
+    // Generation has no compute figure.
+    const auto tg = bench("-m " + tiny_model() + " -t 1 -r 1 -p 0 -n 2 --compute-roofline -o json");
+    REQUIRE(tg.status == 0);
+    CHECK(json::parse(tg.out)[0]["compute_fraction"].is_null());
+}
+
 // The KV cache types in llama-bench's fields: f16 by default (as llama-bench),
 // -ctk and -ctv each their own, lists measured pair by pair; the markdown
 // table gets type_k/type_v columns when a type other than f16 is measured.
