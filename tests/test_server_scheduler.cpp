@@ -151,6 +151,19 @@ TEST_CASE("requests batched, queued and chunked give the tokens each gives alone
     CHECK(all_idle(scheduler));
 }
 
+// A short new prompt is evaluated alone (its first token after one small
+// step), never twice in a row (replies advance at least every second step);
+// a long one is chunked in beside the replies.
+TEST_CASE("short prompts run alone, ahead of the replies, never two steps in a row", "[server]") {
+    CHECK(prompts_run_alone(2, 4, false));
+    CHECK(prompts_run_alone(12, 4, false));    // n_slots + 8 tokens: still one small step
+    CHECK_FALSE(prompts_run_alone(13, 4, false));
+    CHECK_FALSE(prompts_run_alone(2, 4, true));  // the step before was one
+    CHECK_FALSE(prompts_run_alone(0, 4, false)); // no prompt waiting
+    CHECK(prompts_run_alone(9, 1, false));
+    CHECK_FALSE(prompts_run_alone(10, 1, false));
+}
+
 TEST_CASE("a request reuses the longest cached prefix of an idle slot", "[server]") {
     const Model& m = stories();
     SlotScheduler scheduler(*m.lm, *m.tokenizer, config(2, 96, 512));

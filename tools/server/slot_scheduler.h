@@ -6,7 +6,9 @@
 // A step gathers, for each running slot, either its one newly sampled token
 // or its next chunk of prompt (all prompts together at most n_batch tokens a
 // step, so a long prompt never stalls the replies that are streaming), runs
-// one eval_slots, and samples each slot whose input is complete. A request
+// one eval_slots, and samples each slot whose input is complete. Prompts that
+// fit a small step in all run alone, ahead of the replies (never two such
+// steps in a row), so a new request's first token does not wait for a batch. A request
 // joins at the next step; with every slot busy it waits in a FIFO queue.
 //
 // Prompt reuse: a request takes the idle slot whose cached tokens share the
@@ -36,6 +38,12 @@ namespace kiln::server {
 // of its own, built once (which costs as much as many steps) and kept, so
 // steps use few sizes: any up to n_slots + 8, then powers of two.
 int64_t prompt_tokens_for_step(int64_t replies, int64_t available, int64_t n_slots);
+
+// Whether a step runs the waiting prompts alone, without the streaming
+// replies: when all `waiting` prompt tokens fit one small step (up to
+// n_slots + 8, a batch size steps use anyway) and the last step was not such
+// a step, so that replies still advance at least every second step.
+bool prompts_run_alone(int64_t waiting, int64_t n_slots, bool last_step_alone);
 
 struct SchedulerConfig {
     int64_t n_slots = 1;
@@ -110,6 +118,7 @@ private:
     std::unique_ptr<CausalSession> session_;
     std::vector<Slot> slots_;  // engine thread only
     size_t next_prompt_slot_ = 0;  // where prompt chunks start, rotated so no prompt starves
+    bool last_step_prompts_alone_ = false;  // the last step held short prompts only (see step())
 
     mutable std::mutex mutex_;  // guards queue_, status_, stopping_
     std::condition_variable wake_;
