@@ -65,13 +65,23 @@ bool uses(const AttentionQuery& q, int64_t j) noexcept {
     return j >= q.kv_start && j < q.kv_len && valid(q.kv_valid, j);
 }
 
-// Keys [0, n) are used by every query of the block: the smallest kv_len, or 0
-// when some query has a mask or a window (its keys are then checked one by one).
-int64_t keys_all_use(const AttentionQuery* queries, int nq) noexcept {
-    int64_t n = std::numeric_limits<int64_t>::max();
-    for (int i = 0; i < nq; ++i)
-        n = queries[i].kv_valid == nullptr && queries[i].kv_start == 0 ? std::min(n, queries[i].kv_len) : 0;
-    return n;
+// Keys [begin, end) are used by every query of the block: from the latest
+// window start to the smallest kv_len; empty when some query has a mask (its
+// keys are then checked one by one). A batched decode step's queries each
+// start at their own slot's rows, so a window start is the common case.
+struct KeyRange {
+    int64_t begin = 0, end = 0;
+    bool holds(int64_t j0, int64_t j1) const noexcept { return j0 >= begin && j1 <= end; }
+};
+KeyRange keys_all_use(const AttentionQuery* queries, int nq) noexcept {
+    KeyRange r{0, std::numeric_limits<int64_t>::max()};
+    for (int i = 0; i < nq; ++i) {
+        if (queries[i].kv_valid != nullptr) return {0, 0};
+        r.begin = std::max(r.begin, queries[i].kv_start);
+        r.end = std::min(r.end, queries[i].kv_len);
+    }
+    if (r.end < r.begin) r.end = r.begin;
+    return r;
 }
 
 // Gemma 2's score cap, cap · tanh(s / cap), as llama.cpp orders it (a multiply
@@ -199,7 +209,7 @@ void scores(const AttentionQuery* queries, int nq, const float* const* q, const 
     // on each score as the general one below, so the bits do not depend on
     // which epilogue a tile took. In a causal prompt that is all tiles but the
     // last few of each block.
-    const int64_t all_use = head_dim == vector_dims ? std::min(j_end, keys_all_use(queries, nq)) : 0;
+    const KeyRange all_use = head_dim == vector_dims ? keys_all_use(queries, nq) : KeyRange{};
     const batch scale_v(scale);
     batch max_v(kNegInf);  // lane i * kTileKeys + t: query i's max over the branch-free tiles
     int64_t branch_free_tiles = 0;
@@ -223,7 +233,7 @@ void scores(const AttentionQuery* queries, int nq, const float* const* q, const 
             }
         }
         const batch sums = xsimd::haddp(acc);
-        if (j0 + kTileKeys <= all_use) {
+        if (j0 + kTileKeys <= j_end && all_use.holds(j0, j0 + kTileKeys)) {
             alignas(64) float ordered[W];  // lane i * kTileKeys + t: query i, key j0 + t
             batch s = in_row_order(sums) * scale_v;
             if (softcap > 0.0f) s = capped(s, softcap);
@@ -307,10 +317,31 @@ void accumulate_values(const AttentionQuery* queries, int nq, const float* const
     // Keys every query of the tile uses skip the per-key user mask (same
     // operations in the same order, so the same bits). The loop body is
     // written out twice on purpose: one shared body that tests each query's
-    // user bit made this pass about 40% slower at pp512 (perf).
-    const int64_t all_use = std::min(j1, keys_all_use(queries, nq));
-    int64_t j = j0;
-    for (; j < all_use; ++j) {
+    // user bit made this pass about 40% slower at pp512 (perf). Keys before
+    // and after the shared range take the masked body, in key order.
+    const auto masked_keys = [&](int64_t from, int64_t to) {
+        for (int64_t j = from; j < to; ++j) {
+            unsigned users = 0;
+            for (int i = 0; i < nq; ++i) users |= uses(queries[i], j) ? 1u << i : 0u;
+            if (users == 0) continue;
+            const V* row = v + static_cast<size_t>(j) * v_stride;
+            prefetch_row(j);
+            batch vv[kBatches];
+            for (int64_t b = 0; b < Batches; ++b) vv[b] = load(row, d0 + b * W);
+            for (int i = 0; i < Q; ++i) {
+                if ((users >> i & 1u) == 0) continue;
+                const float w = weight[i][j - base];
+                const batch wv(w);
+                for (int64_t b = 0; b < Batches; ++b) acc[i][b] = xsimd::fma(wv, vv[b], acc[i][b]);
+                for (int64_t d = 0; d < tail; ++d)
+                    tail_acc[i][d] = std::fma(w, element(row, d0 + Batches * W + d), tail_acc[i][d]);
+            }
+        }
+    };
+    const KeyRange shared = keys_all_use(queries, nq);
+    const int64_t fast_begin = std::clamp(shared.begin, j0, j1), fast_end = std::clamp(shared.end, fast_begin, j1);
+    masked_keys(j0, fast_begin);
+    for (int64_t j = fast_begin; j < fast_end; ++j) {
         const V* row = v + static_cast<size_t>(j) * v_stride;
         prefetch_row(j);
         batch vv[kBatches];
@@ -323,23 +354,7 @@ void accumulate_values(const AttentionQuery* queries, int nq, const float* const
                 tail_acc[i][d] = std::fma(w, element(row, d0 + Batches * W + d), tail_acc[i][d]);
         }
     }
-    for (; j < j1; ++j) {
-        unsigned users = 0;
-        for (int i = 0; i < nq; ++i) users |= uses(queries[i], j) ? 1u << i : 0u;
-        if (users == 0) continue;
-        const V* row = v + static_cast<size_t>(j) * v_stride;
-        prefetch_row(j);
-        batch vv[kBatches];
-        for (int64_t b = 0; b < Batches; ++b) vv[b] = load(row, d0 + b * W);
-        for (int i = 0; i < Q; ++i) {
-            if ((users >> i & 1u) == 0) continue;
-            const float w = weight[i][j - base];
-            const batch wv(w);
-            for (int64_t b = 0; b < Batches; ++b) acc[i][b] = xsimd::fma(wv, vv[b], acc[i][b]);
-            for (int64_t d = 0; d < tail; ++d)
-                tail_acc[i][d] = std::fma(w, element(row, d0 + Batches * W + d), tail_acc[i][d]);
-        }
-    }
+    masked_keys(fast_end, j1);
     for (int i = 0; i < nq; ++i) {
         alignas(64) float part[kBatches * W];
         for (int64_t b = 0; b < Batches; ++b) acc[i][b].store_aligned(part + b * W);

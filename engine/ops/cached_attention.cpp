@@ -176,6 +176,11 @@ struct AttentionBlocks {
     const Node& out;
     int64_t group, per_head, blocks;
     std::vector<int64_t> first_key;  // per token: kv_start, or its mask's first allowed row after it
+    // Per token: its mask (if any), or null when the mask allows every row of
+    // [first_key, kv_len). A batched step's tokens each see one slot's rows,
+    // contiguous, and the kernel's unmasked path (keys used by every query of
+    // a tile) is far faster than checking each key: the same keys, the same bits.
+    std::vector<const uint8_t*> mask_of;
 
     AttentionBlocks(const AttentionInputs& inputs, const Node& n)
         : in(inputs),
@@ -183,11 +188,18 @@ struct AttentionBlocks {
           group(in.p.n_heads / in.p.n_kv_heads),
           per_head(in.q.shape.rows() * group),
           blocks((per_head + kernels::kMaxBlockQueries - 1) / kernels::kMaxBlockQueries),
-          first_key(static_cast<size_t>(in.q.shape.rows())) {
+          first_key(static_cast<size_t>(in.q.shape.rows())),
+          mask_of(static_cast<size_t>(in.q.shape.rows())) {
         for (int64_t t = 0; t < in.q.shape.rows(); ++t) {
             int64_t j = in.kv_start(t);
-            if (const uint8_t* valid = in.valid(t)) j = first_allowed(valid, j, in.kv_len(t));
+            const uint8_t* valid = in.valid(t);
+            if (valid != nullptr) {
+                j = first_allowed(valid, j, in.kv_len(t));
+                if (std::find(valid + j, valid + std::max(j, in.kv_len(t)), uint8_t{0}) == valid + std::max(j, in.kv_len(t)))
+                    valid = nullptr;  // every row from the first allowed one on is allowed
+            }
             first_key[static_cast<size_t>(t)] = j;
+            mask_of[static_cast<size_t>(t)] = valid;
         }
     }
 
@@ -206,8 +218,8 @@ struct AttentionBlocks {
         int nq = 0;
         for (int64_t i = b * kernels::kMaxBlockQueries; i < std::min(per_head, (b + 1) * kernels::kMaxBlockQueries); ++i) {
             const int64_t t = i / group, h = kv_head * group + i % group;
-            q[nq++] = {in.q.row(t) + h * in.p.head_dim, in.kv_len(t), in.valid(t), out.row(t) + h * in.p.head_dim,
-                       first_key[static_cast<size_t>(t)]};
+            q[nq++] = {in.q.row(t) + h * in.p.head_dim, in.kv_len(t), mask_of[static_cast<size_t>(t)],
+                       out.row(t) + h * in.p.head_dim, first_key[static_cast<size_t>(t)]};
         }
         return nq;
     }
