@@ -151,6 +151,37 @@ TEST_CASE("requests batched, queued and chunked give the tokens each gives alone
     CHECK(all_idle(scheduler));
 }
 
+// A reply sent whole waits for its final event only: the partial events
+// before it are merged into the one it gets, and without the final event it
+// gets nothing (the caller then checks its connection and waits again).
+TEST_CASE("next_final merges every event up to the final one, and only once it is in", "[server]") {
+    RequestChannel channel;
+    GenerationEvent a, b, last;
+    a.text = "Once";
+    b.text = " upon";
+    last.text = " a time";
+    last.done = true;
+    last.finish = FinishReason::Length;
+    last.completion_tokens = 3;
+    channel.push(a);
+    channel.push(b);
+    CHECK_FALSE(channel.next_final(std::chrono::milliseconds(20)).has_value());
+    channel.push(last);
+    const std::optional<GenerationEvent> got = channel.next_final(std::chrono::milliseconds(1000));
+    REQUIRE(got.has_value());
+    CHECK(got->text == "Once upon a time");
+    CHECK(got->done);
+    CHECK(got->finish == FinishReason::Length);
+    CHECK(got->completion_tokens == 3);
+    // The same channel as a stream would read it: one event at a time.
+    RequestChannel stream;
+    stream.push(a);
+    const std::optional<GenerationEvent> first = stream.next(std::chrono::milliseconds(1000));
+    REQUIRE(first.has_value());
+    CHECK(first->text == "Once");
+    CHECK_FALSE(first->done);
+}
+
 // A short new prompt is evaluated alone (its first token after one small
 // step), never twice in a row (replies advance at least every second step);
 // a long one is chunked in beside the replies.

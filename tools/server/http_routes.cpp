@@ -258,7 +258,7 @@ void HttpApi::complete(const httplib::Request& req, httplib::Response& res, Endp
         std::string text;
         std::vector<TokenLogprob> tokens;
         for (;;) {
-            std::optional<GenerationEvent> event = channel->next(kPoll);
+            std::optional<GenerationEvent> event = channel->next_final(kPoll);
             if (!event) continue;
             text += event->text;
             for (auto& t : event->tokens) tokens.push_back(std::move(t));

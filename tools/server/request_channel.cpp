@@ -13,11 +13,13 @@ const char* finish_reason_name(FinishReason reason) {
 }
 
 void RequestChannel::push(GenerationEvent event) {
+    bool wake = false;
     {
         std::lock_guard lock(mutex_);
+        wake = !final_only_ || event.done;
         events_.push_back(std::move(event));
     }
-    ready_.notify_all();
+    if (wake) ready_.notify_all();
 }
 
 bool RequestChannel::cancelled() const {
@@ -30,9 +32,7 @@ void RequestChannel::cancel() {
     cancelled_ = true;
 }
 
-std::optional<GenerationEvent> RequestChannel::next(std::chrono::milliseconds timeout) {
-    std::unique_lock lock(mutex_);
-    if (!ready_.wait_for(lock, timeout, [&] { return !events_.empty(); })) return std::nullopt;
+GenerationEvent RequestChannel::take_merged() {
     GenerationEvent merged = std::move(events_.front());
     events_.pop_front();
     while (!events_.empty() && !merged.done) {
@@ -48,6 +48,19 @@ std::optional<GenerationEvent> RequestChannel::next(std::chrono::milliseconds ti
         events_.pop_front();
     }
     return merged;
+}
+
+std::optional<GenerationEvent> RequestChannel::next(std::chrono::milliseconds timeout) {
+    std::unique_lock lock(mutex_);
+    if (!ready_.wait_for(lock, timeout, [&] { return !events_.empty(); })) return std::nullopt;
+    return take_merged();
+}
+
+std::optional<GenerationEvent> RequestChannel::next_final(std::chrono::milliseconds timeout) {
+    std::unique_lock lock(mutex_);
+    final_only_ = true;
+    if (!ready_.wait_for(lock, timeout, [&] { return !events_.empty() && events_.back().done; })) return std::nullopt;
+    return take_merged();
 }
 
 }  // namespace kiln::server

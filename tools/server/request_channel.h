@@ -57,6 +57,13 @@ public:
     // HTTP side: the next event, or nothing after `timeout` (so the caller can
     // check its connection). Events pushed meanwhile are merged into one.
     std::optional<GenerationEvent> next(std::chrono::milliseconds timeout);
+    // HTTP side, for a reply sent whole: every event up to the final one,
+    // merged, once the final one is in; nothing after `timeout`. From the
+    // first call on, the engine wakes this thread for the final event only:
+    // a wake-up per token (each a context switch onto a core the engine's
+    // threads are using) cost a small model's 4 batched replies 30% of their
+    // speed on a 2-core machine.
+    std::optional<GenerationEvent> next_final(std::chrono::milliseconds timeout);
     void cancel();
 
 private:
@@ -64,6 +71,9 @@ private:
     std::condition_variable ready_;
     std::deque<GenerationEvent> events_;
     bool cancelled_ = false;
+    bool final_only_ = false;  // the consumer waits for the final event alone (next_final)
+
+    GenerationEvent take_merged();  // with mutex_ held and events_ not empty
 };
 
 }  // namespace kiln::server
