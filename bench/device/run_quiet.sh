@@ -63,4 +63,6 @@ for r in load(sys.argv[1]):
     print("%-40s %10.2f +- %6.2f%s" % (name, float(r["avg_ts"]), float(r["stddev_ts"]), extra))
 PY
 done | tee $OUT/summary.txt
+# The device tool brings back at most 8 files: everything else travels as one archive.
+tar -czf "$OUT/results.tar.gz" -C "$OUT" json logs 2>/dev/null && rm -rf "$OUT/json" "$OUT/logs"
 step done

@@ -111,4 +111,6 @@ env -u LD_LIBRARY_PATH $PY "$ROOT/bench/device/sched.py" $J "$OUT" "$SLOTS" $BUD
 wait $TESTS; echo "kiln-tests exit $?: $(tail -2 "$OUT/tests.txt" | tr '\n' ' ')"
 step summary
 env -u LD_LIBRARY_PATH $PY "$ROOT/bench/device/summary.py" "$OUT" | tee "$OUT/summary.md"
+# The device tool brings back at most 8 files: everything else travels as one archive.
+tar -czf "$OUT/results.tar.gz" -C "$OUT" json logs 2>/dev/null && rm -rf "$OUT/json" "$OUT/logs"
 step done
