@@ -156,12 +156,16 @@ TEST_CASE("llama-quantize's mixes written by kiln-convert score as llama-perplex
     // here the whole path, quantizers and kernels, meets llama-perplexity's PPL.
     // stories260K's rows are no whole 256-blocks, so the K-quant mixes fall back:
     // q4_k_m to Q5_0 (+ Q8_0, F16), q5_k_m to Q5_1, q6_k to Q8_0, q3_k_m and q2_k
-    // to IQ4_NL and others. Measured differences: q5_k_m 0.001%, q6_k 0.04% (as
-    // Q8_0 above), q2_k 0.055%, q3_k_m 0.095%, q4_k_m 0.18%: the
-    // Q5_0 matrices' products equal the dequantized dot within float rounding
-    // (test_kernels_legacy.cpp) and the bytes are llama-quantize's, so the 0.18%
-    // is an activation rounding upstream that this test does not yet explain;
-    // it is held to 0.25% until it is, the others to 0.1%.
+    // to IQ4_NL and others. Measured differences: q6_k 0.04% (as Q8_0 above),
+    // q2_k 0.055%, q3_k_m 0.095%, q4_k_m 0.18%, q5_k_m 0.11%. The Q5_0/Q5_1
+    // matrices' products equal the dequantized dot within float rounding
+    // (test_kernels_legacy.cpp) and the bytes are llama-quantize's; what moves
+    // the PPL is the order of those float roundings, amplified by the next
+    // layer's activation quantization (a last-ulp change flips a code): on the
+    // q5_k_m file the scalar set gives 96.4364, the AVX2 tile kernel 96.4078 and
+    // the AVX2 GEMM 96.3801 (their products differ by 1e-7 of values up to 7),
+    // llama-perplexity 96.4865. So q4_k_m and q5_k_m are held to 0.25%, the
+    // others to 0.1%.
     auto fx = read_fixture();
     test::TempDir dir;
     const auto all = test::read_file(test::shared_dir() / "data" / "tinyshakespeare.txt");
@@ -169,7 +173,7 @@ TEST_CASE("llama-quantize's mixes written by kiln-convert score as llama-perplex
     const std::string text = test::shell_quote((dir.path() / "text.txt").string());
     const std::string f32 = test::shell_quote((test::shared_models_dir() / "stories260K.gguf").string());
     const std::string ctx = fmt::format(" -c {} -t 1", fx["ctx"]);
-    for (const auto& [mix, tolerance] : {std::pair{"q4_k_m", 2.5e-3}, {"q5_k_m", 1e-3}, {"q6_k", 1e-3}, {"q3_k_m", 1e-3}, {"q2_k", 1e-3}}) {
+    for (const auto& [mix, tolerance] : {std::pair{"q4_k_m", 2.5e-3}, {"q5_k_m", 2.5e-3}, {"q6_k", 1e-3}, {"q3_k_m", 1e-3}, {"q2_k", 1e-3}}) {
         INFO(mix);
         const std::string path = test::shell_quote((dir.path() / (std::string(mix) + ".gguf")).string());
         REQUIRE(test::run_tool("kiln-convert", f32 + " -o " + path + " --type " + mix).status == 0);
