@@ -156,8 +156,9 @@ TEST_CASE("llama-quantize's mixes written by kiln-convert score as llama-perplex
     // here the whole path, quantizers and kernels, meets llama-perplexity's PPL.
     // stories260K's rows are no whole 256-blocks, so the K-quant mixes fall back:
     // q4_k_m to Q5_0 (+ Q8_0, F16), q5_k_m to Q5_1, q6_k to Q8_0, q3_k_m and q2_k
-    // to IQ4_NL and others. Measured differences: q6_k 0.04% (as Q8_0 above),
-    // q2_k 0.055%, q3_k_m 0.095%, q4_k_m 0.18%, q5_k_m 0.11%. The Q5_0/Q5_1
+    // to IQ4_NL and others. Measured differences (AVX2 set, 2026-11-26): q6_k
+    // 0.04% (as Q8_0 above), q2_k 0.06%, q3_k_m 0.017%, q4_k_m 0.018% (0.18% in
+    // an earlier build), q5_k_m 0.11%. The Q5_0/Q5_1
     // matrices' products equal the dequantized dot within float rounding
     // (test_kernels_legacy.cpp) and the bytes are llama-quantize's; what moves
     // the PPL is the order of those float roundings, amplified by the next
