@@ -70,6 +70,12 @@ for p in "${QP[@]}"; do wait $p || echo "devbench: a llama-quantize run failed (
 ls -la $M | awk '{print $5, $9}'
 step "models done"
 
+# The compute peaks kiln-bench measures (fp32, int8, AMX where the CPU has it), 1 and 2 threads,
+# alone before anything else starts: they go to stderr, which is kept whole here.
+step "compute peaks (kiln-bench --compute-roofline)"
+run_lib taskset -c 2,3 "$K/kiln-bench" -m $M/s110-q8_0.gguf -t 1,2 -p 64 -n 0 -r 1 --compute-roofline \
+  > "$OUT/logs/peaks.md" 2> "$OUT/peaks.txt"; grep "compute peak" "$OUT/peaks.txt"
+
 # ---------------------------------------------------------------- the jobs, most wanted first
 J=$OUT/jobs.tsv; : > $J
 KV="-ctk f16 -ctv f16"
@@ -101,6 +107,8 @@ for t in 1 2; do for m in tl-q4_k_m tl-q5_k_m tl-q6_k tl-q8_0 tl-q4_0; do for te
   for e in kiln ik llama.cpp; do eng $e $m $t $test 2; done; done; done
   [ $t = 1 ] && { for e in kiln ik; do eng $e tl-q4_k_m 2 gp4096 1; eng $e tl-q8_0 2 gp4096kv8 1; done; }
 done
+# Issue 13: F16 prompts against ik_llama.cpp (whose -rtr 1 makes F16 weights BF16) and llama.cpp.
+for e in kiln ik llama.cpp; do eng $e s110-f16 1 pp512 3; done
 # Issue 13: the 110M files against the other engines.
 for t in 1 2; do for m in s110-q4_k_m s110-q8_0 s110-q4_0; do for test in tg128 pp512; do
   for e in ik llama.cpp; do eng $e $m $t $test 3; done; [ $t = 2 ] && eng kiln $m 2 $test 3; done; done; done
