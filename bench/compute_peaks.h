@@ -15,15 +15,7 @@
 #include <string>
 #include <vector>
 
-#if defined(__x86_64__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-#endif
-
-#include "bench/machine_limits.h"
+#include "bench/machine_limits.h"  // now_seconds(); <immintrin.h> with GCC 12's warnings silenced
 #include "engine/kernels/amx_support.h"
 #include "engine/kernels/cpu_features.h"
 #include "engine/runtime/thread_pool.h"
