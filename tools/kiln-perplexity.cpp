@@ -21,6 +21,9 @@
 #include "tools/common/prompt_file.h"
 #include "tools/common/kl_base.h"
 #include "tools/common/kl_stats.h"
+#include "tools/common/layer_split_flag.h"
+#include "tools/common/mpi_world.h"
+#include "engine/distributed/layer_pipeline.h"
 #include "tools/common/placement_flags.h"
 #include "tools/common/vocabulary_fit.h"
 #include "tools/common/version.h"
@@ -71,6 +74,15 @@ the model's with percentiles, the probability difference of the right token
   -ngl, -mg, -sm, -ts   llama.cpp's GPU flags: accepted and ignored with a note (CPU only)
       --no-mmap         read the weights into memory instead of computing from the file mapping
       --mlock           keep the weights in RAM, never paged out (warns when RLIMIT_MEMLOCK refuses)
+Under mpirun -np N the windows are split across the ranks; rank 0 prints the
+same figures, to the last digit, as one process (docs/distributed.md).
+
+      --layer-split [P,...]  under mpirun: split the model's blocks across the
+                        ranks instead (for a model too big for one machine):
+                        each rank holds its blocks' weights and KV cache only,
+                        in proportion to P (one number per rank; default: equal
+                        bytes per rank)
+
   -h, --help            show this help
       --version         print the version, git commit, build and kernel sets
 )";
@@ -87,6 +99,7 @@ struct Options {
     bool check_tensors = false;
     kiln::CacheTypes cache_types;
     kiln::WeightPlacement placement;
+    kiln::cli::LayerSplitFlag layer_split;
 };
 
 Options parse(int argc, char** argv) {
@@ -124,6 +137,7 @@ Options parse(int argc, char** argv) {
             o.threads = parse_int(flag, args.value(flag), 1, 1024);
         } else if (flag == "--no-warmup" || flag == "-fa" || flag == "--flash-attn") {
             // No effect in kiln: no warm-up pass, one attention kernel.
+        } else if (o.layer_split.parse(flag, args)) {
         } else if (cache_type.parse(flag, args) || gpu.parse(flag, args) || batch.parse(flag, args) ||
                    parse_placement_flag(flag, o.placement)) {
         } else {
@@ -150,16 +164,38 @@ void log_softmax(std::span<const float> logits, std::vector<double>& out) {
     for (size_t i = 0; i < logits.size(); ++i) out[i] = double(logits[i]) - log_sum;
 }
 
-int run(const Options& o) {
+int run(const Options& o, kiln::mpi::World& world) {
+    const bool leader = world.leader();
+    if (world.size() > 1 && !o.layer_split.on && (o.kl_divergence || !o.kl_base.empty()))
+        throw kiln::cli::UsageError("--kl-base needs the logits on one process: run it alone, or with --layer-split");
     auto file = std::make_shared<kiln::GgufFile>(kiln::GgufFile::open(o.model));
     if (o.check_tensors) kiln::cli::check_tensors(*file);
     const std::string text = kiln::cli::read_prompt_file(o.text);
+    if (world.size() > 1) {
+        // Every rank must score the same text with the same model.
+        world.require_same(fmt::format("model file ({})", o.model), kiln::file_content_hash(o.model));
+        world.require_same(fmt::format("text ({})", o.text), kiln::content_hash(std::as_bytes(std::span(text))));
+    }
 
-    const auto model = kiln::load_causal_lm(file, o.placement);
+    // A layer split: rank 0 runs everything below through the stages; the
+    // other ranks evaluate their blocks when asked, until rank 0's model is gone.
+    const bool split_layers = o.layer_split.on && world.size() > 1;
+    std::string plan;
+    const std::unique_ptr<kiln::CausalLm> model =
+        split_layers ? kiln::load_layer_split(file, o.placement, world, o.layer_split.weights, &plan)
+                     : kiln::load_causal_lm(file, o.placement);
+    if (split_layers && !leader) {
+        kiln::ThreadPool pool(o.threads > 0 ? static_cast<int>(o.threads) : kiln::default_thread_count());
+        kiln::serve_layer_split(*model, world, pool);
+        return 0;
+    }
+    if (split_layers)
+        fmt::print(stderr, "kiln-perplexity: layer split: {}\n",
+                   plan);
     // llama-perplexity's 512, or the model's whole context when it is shorter.
     const int64_t n_ctx_train = model->info().n_ctx_train;
     const int64_t ctx = o.ctx > 0 ? o.ctx : n_ctx_train > 0 ? std::min<int64_t>(kDefaultCtx, n_ctx_train) : kDefaultCtx;
-    if (o.ctx == 0 && ctx < kDefaultCtx)
+    if (leader && o.ctx == 0 && ctx < kDefaultCtx)
         fmt::print(stderr, "kiln-perplexity: windows of {} tokens, the model's context (-c sets another)\n", ctx);
     if (!o.score_all && ctx / 2 + 1 >= ctx)
         kiln::fail("kiln-perplexity", "-c {} leaves no position to score in the second half of a window; use -c 3 or "
@@ -210,8 +246,10 @@ int run(const Options& o) {
     const int threads = o.threads > 0 ? static_cast<int>(o.threads) : kiln::default_thread_count();
     kiln::ThreadPool pool(threads, kiln::LoadAdaptation::follow_free_cpus);
     const auto session = model->new_session(ctx, 1, kiln::Executor::Mode::Fast, o.cache_types);
-    fmt::print(stderr, "kiln-perplexity: {} tokens, {} windows of {}, {} threads, KV cache {}/{}\n", tokens.size(),
-               windows, ctx, threads, kiln::dtype_name(o.cache_types.k), kiln::dtype_name(o.cache_types.v));
+    if (leader)
+        fmt::print(stderr, "kiln-perplexity: {} tokens, {} windows of {}, {} threads{}, KV cache {}/{}\n", tokens.size(),
+                   windows, ctx, threads, world.size() > 1 ? fmt::format(" on each of {} ranks", world.size()) : "",
+                   kiln::dtype_name(o.cache_types.k), kiln::dtype_name(o.cache_types.v));
 
     const auto start = std::chrono::steady_clock::now();
     double nll = 0, nll2 = 0;
@@ -220,7 +258,29 @@ int run(const Options& o) {
     std::vector<float> base_logits, window_logits;
     const int64_t piece = o.tokens_per_eval;
     std::vector<double> logp, base_logp;
-    for (int64_t w = 0; w < windows; ++w) {
+    const auto per_window = static_cast<size_t>(ctx - 1 - first_row);  // scored tokens of a window
+    // Window w's scored tokens' log-probabilities, added in order: the sums
+    // (and so every printed digit) are the same whichever rank computed them.
+    const auto account = [&](int64_t w, std::span<const double> target_logp) {
+        for (const double lp : target_logp) {
+            nll -= lp;
+            nll2 += lp * lp;
+            ++scored;
+        }
+        if (!o.score_all && !base) {
+            fmt::print("[{}]{:.4f},", w + 1, std::exp(nll / static_cast<double>(scored)));
+            std::fflush(stdout);
+        } else if (isatty(2)) {
+            fmt::print(stderr, "\r[{}/{}] PPL so far {:.4f}", w + 1, windows, std::exp(nll / scored));
+        }
+    };
+    // Under mpirun, this rank's windows; their log-probabilities go to rank 0.
+    const int shares = split_layers ? 1 : world.size();  // ranks that score windows
+    const kiln::Share mine = kiln::share_of(windows, split_layers ? 0 : world.rank(), shares);
+    std::vector<double> my_logp;
+    my_logp.reserve(static_cast<size_t>(mine.size()) * per_window);
+    std::vector<double> window_logp;
+    for (int64_t w = mine.begin; w < mine.end; ++w) {
         const std::span<const int32_t> window(tokens.data() + w * ctx, static_cast<size_t>(ctx));
         session->reset();
         std::span<const float> logits;
@@ -238,24 +298,35 @@ int run(const Options& o) {
         }
         if (writer) writer->add_window(logits);
         if (base) base->window_logits(static_cast<uint64_t>(w), base_logits);
+        window_logp.clear();
         for (int64_t i = first_row; i + 1 < ctx; ++i) {
             const auto row = logits.subspan(static_cast<size_t>(i) * vocab, vocab);
             const auto target = static_cast<size_t>(window[static_cast<size_t>(i + 1)]);
             log_softmax(row, logp);
-            nll -= logp[target];
-            nll2 += logp[target] * logp[target];
-            ++scored;
+            window_logp.push_back(logp[target]);
             if (base) {
                 log_softmax(std::span(base_logits).subspan(static_cast<size_t>(i) * vocab, vocab), base_logp);
                 divergence.add(base_logp, logp, target);
             }
         }
-        if (!o.score_all && !base) {
-            fmt::print("[{}]{:.4f},", w + 1, std::exp(nll / static_cast<double>(scored)));
-            std::fflush(stdout);
-        } else if (isatty(2)) {
-            fmt::print(stderr, "\r[{}/{}] PPL so far {:.4f}", w + 1, windows, std::exp(nll / scored));
+        if (shares == 1) account(w, window_logp);
+        else my_logp.insert(my_logp.end(), window_logp.begin(), window_logp.end());
+    }
+    if (shares > 1) {
+        if (!leader) {
+            world.send(std::as_bytes(std::span(my_logp)), 0);
+            return 0;
         }
+        std::vector<double> all(static_cast<size_t>(windows) * per_window);
+        std::copy(my_logp.begin(), my_logp.end(), all.begin());
+        for (int r = 1; r < world.size(); ++r) {
+            const kiln::Share theirs = kiln::share_of(windows, r, world.size());
+            world.receive(std::as_writable_bytes(std::span(all).subspan(static_cast<size_t>(theirs.begin) * per_window,
+                                                                        static_cast<size_t>(theirs.size()) * per_window)),
+                          r);
+        }
+        for (int64_t w = 0; w < windows; ++w)
+            account(w, std::span(all).subspan(static_cast<size_t>(w) * per_window, per_window));
     }
     if (!o.score_all && !base) fmt::print("\n");
     else if (isatty(2)) fmt::print(stderr, "\n");
@@ -279,5 +350,6 @@ int run(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    return kiln::cli::run_tool("kiln-perplexity", [&] { return run(parse(argc, argv)); });
+    return kiln::mpi::run_on_ranks("kiln-perplexity",
+                                   [&](kiln::mpi::World& world) { return run(parse(argc, argv), world); });
 }

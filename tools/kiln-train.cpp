@@ -28,6 +28,7 @@
 #include "formats/tokenizer/vocab_metadata.h"
 #include "plot/loss_chart.h"
 #include "tools/common/cli.h"
+#include "tools/common/mpi_world.h"
 #include "tools/common/version.h"
 
 namespace {
@@ -231,10 +232,26 @@ void check_outputs(const Options& o) {
     check_output_path(fs::path(o.output).replace_extension(".png"), "the loss curve (MODEL.png)");
 }
 
+// Every rank of a data-parallel run must train on the same bytes: the text,
+// and the checkpoint and vocabulary files it starts from.
+void require_same_inputs(const Options& o) {
+    Collective& ranks = *o.train.collective;
+    if (ranks.size() == 1) return;
+    const auto hash_of = [](const std::string& bytes) {
+        return content_hash(std::as_bytes(std::span(bytes.data(), bytes.size())));
+    };
+    if (!o.text.empty()) ranks.require_same(fmt::format("training text ({})", o.text), hash_of(read_regular_file(o.text)));
+    if (!o.resume.empty())
+        ranks.require_same(fmt::format("checkpoint ({})", o.resume), hash_of(read_regular_file(o.resume)));
+    if (!o.vocab.empty()) ranks.require_same(fmt::format("vocabulary ({})", o.vocab), hash_of(read_regular_file(o.vocab)));
+}
+
+std::string read_training_text(const Options& o) { return read_regular_file(o.text); }
+
 // The character GPT on a text: with --resume, the checkpoint's model and
 // vocabulary (the model flags are ignored), else the flags' and the text's.
 std::unique_ptr<Trainer> make_gpt_trainer(Options o, ThreadPool& pool) {
-    const std::string text = read_regular_file(o.text);
+    const std::string text = read_training_text(o);
     std::optional<LoadedGpt> resumed;
     if (!o.resume.empty()) {
         resumed = read_gpt_checkpoint(o.resume, o.train.decay_embeddings);
@@ -277,6 +294,7 @@ std::unique_ptr<Trainer> make_reverse_trainer(const Options& o, ThreadPool& pool
     s.seed = o.train.seed;
     s.eval_beams = static_cast<int32_t>(o.eval_beams);
     s.eval_type = o.type;
+    s.collective = o.train.collective;
     auto trainer = std::make_unique<Seq2SeqTrainer>(s, ReverseTask(o.max_length, o.held_out, s.seed), pool);
     if (!o.resume.empty()) trainer->restore(fs::path(o.resume));
     return trainer;
@@ -286,7 +304,7 @@ std::unique_ptr<Trainer> make_reverse_trainer(const Options& o, ThreadPool& pool
 // --resume, the checkpoint's model and tokenizer (the model and vocabulary
 // flags are ignored), else the flags'.
 std::unique_ptr<Trainer> make_llama_trainer(const Options& o, ThreadPool& pool) {
-    const std::string text = read_regular_file(o.text);
+    const std::string text = read_training_text(o);
     LlamaTrainOptions options;
     static_cast<CausalTrainOptions&>(options) = o.train;
     std::optional<LoadedLlama> resumed;
@@ -353,25 +371,33 @@ std::unique_ptr<Trainer> make_trainer(const Options& o, ThreadPool& pool) {
 // The one training loop: a progress line, an evaluation every
 // --eval-interval steps and at the end, MODEL.csv and MODEL.png rewritten with
 // each checkpoint, --resume continuing the log, the model written at the end.
-int run(const Options& o) {
-    check_outputs(o);
+// Under mpirun every rank runs it on its share of each batch (TrainerCore);
+// rank 0 alone prints and writes files.
+int run(Options o, mpi::World& world) {
+    const bool leader = world.leader();
+    if (leader) check_outputs(o);
+    o.train.collective = &world;
+    require_same_inputs(o);
     ThreadPool pool(o.threads > 0 ? static_cast<int>(o.threads) : default_thread_count());
     const std::unique_ptr<Trainer> trainer = make_trainer(o, pool);
     TrainLog log(trainer->logs_accuracy());
     const fs::path csv = fs::path(o.output).replace_extension(".csv");
     const fs::path chart = fs::path(o.output).replace_extension(".png");
     if (!o.resume.empty()) {
-        log = TrainLog::read_csv(csv, trainer->steps_done(), trainer->logs_accuracy());
+        if (leader) log = TrainLog::read_csv(csv, trainer->steps_done(), trainer->logs_accuracy());
         if (trainer->steps_done() >= o.iters)
-            fail("train", "the checkpoint is at step {}, not before --iters {}", trainer->steps_done(), o.iters);
+            throw CollectiveError("train", fmt::format("the checkpoint is at step {}, not before --iters {}",
+                                                       trainer->steps_done(), o.iters));
     }
     size_t n_params = 0;
     for (const ParamTensor& t : trainer->parameters().tensors()) n_params += t.segment.count;
-    fmt::print(stderr, "kiln-train: {}: {:.2f}M parameters; {} threads{}\n", trainer->description(),
-               static_cast<double>(n_params) / 1e6, pool.size(),
-               o.resume.empty() ? "" : fmt::format("; resuming at step {}", trainer->steps_done()));
+    if (leader)
+        fmt::print(stderr, "kiln-train: {}: {:.2f}M parameters; {} threads{}{}\n", trainer->description(),
+                   static_cast<double>(n_params) / 1e6, pool.size(),
+                   world.size() > 1 ? fmt::format(" on each of {} ranks", world.size()) : "",
+                   o.resume.empty() ? "" : fmt::format("; resuming at step {}", trainer->steps_done()));
 
-    const bool tty = isatty(fileno(stderr)) != 0;
+    const bool tty = leader && isatty(fileno(stderr)) != 0;
     const int64_t tokens_per_step = trainer->tokens_per_step();
     const int64_t first_step = trainer->steps_done();
     const auto started = std::chrono::steady_clock::now();
@@ -387,7 +413,11 @@ int run(const Options& o) {
             r = trainer->step();
         } catch (const Error& e) {
             if (tty) fmt::print(stderr, "\n");
-            throw with_last_checkpoint(e, last_checkpoint_path, last_checkpoint);
+            const Error error = with_last_checkpoint(e, last_checkpoint_path, last_checkpoint);
+            // A failed step is a non-finite loss or norm of the summed
+            // gradients: every rank finds the same one.
+            if (world.size() > 1) throw CollectiveError(error.component(), std::string_view(error.what()).substr(error.component().size() + 3));
+            throw error;
         }
         const auto t1 = std::chrono::steady_clock::now();
         const double seconds = std::chrono::duration<double>(t1 - t0).count();
@@ -407,18 +437,21 @@ int run(const Options& o) {
             row.greedy_match = last_eval.greedy_match;
             row.beam_match = last_eval.beam_match;
             if (tty) fmt::print(stderr, "\r\x1b[K");
-            fmt::print(stderr, "step {}: {}\n", step, trainer->evaluation_line(last_eval, r.loss));
+            if (leader) fmt::print(stderr, "step {}: {}\n", step, trainer->evaluation_line(last_eval, r.loss));
         }
         log.rows().push_back(row);
         if (step % o.checkpoint_interval == 0 || last) {
-            const TrainingState state = trainer->training_state();
-            trainer->write(o.checkpoint, DType::F32, &state);
+            if (leader) {
+                const TrainingState state = trainer->training_state();
+                trainer->write(o.checkpoint, DType::F32, &state);
+                log.write_csv(csv);
+                plot::draw_loss_chart(chart, log);
+            }
             last_checkpoint = step;
             last_checkpoint_path = o.checkpoint;
-            log.write_csv(csv);
-            plot::draw_loss_chart(chart, log);
         }
     }
+    if (!leader) return 0;
     trainer->write(o.output, o.type);
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     fmt::print(stderr, "kiln-train: wrote {} ({}); {}\n", o.output, dtype_name(o.type),
@@ -429,5 +462,5 @@ int run(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    return kiln::cli::run_tool("kiln-train", [&] { return run(parse(argc, argv)); });
+    return kiln::mpi::run_on_ranks("kiln-train", [&](kiln::mpi::World& world) { return run(parse(argc, argv), world); });
 }

@@ -32,7 +32,10 @@
 #include "tools/common/escapes.h"
 #include "tools/common/gpu_flags.h"
 #include "tools/common/prompt_file.h"
+#include "tools/common/layer_split_flag.h"
 #include "tools/common/load_report.h"
+#include "tools/common/mpi_world.h"
+#include "engine/distributed/layer_pipeline.h"
 #include "tools/common/placement_flags.h"
 #include "tools/common/vocabulary_fit.h"
 #include "tools/kiln/conversation_mode.h"
@@ -105,6 +108,12 @@ unless --temp or --beams is given. Timings go to stderr.
       --no-mmap             read the weights into memory instead of computing from the file mapping
       --mlock               keep the weights in RAM, never paged out (warns when RLIMIT_MEMLOCK refuses)
   -v, --verbose             print the load time, peak memory and where the weights are (each copy)
+      --layer-split [P,...] under mpirun -np N: split the model's blocks across the ranks, for a
+                            model too big for one machine's memory (each rank holds its blocks'
+                            weights and KV cache only; rank 0 reads the prompt and prints), in
+                            proportion to P (one number per rank; default: equal bytes per rank).
+                            Text generation of one sequence (no --beams, --prompt-cache or
+                            conversation mode); docs/distributed.md
   -h, --help                show this help
       --version             print the version, git commit, build and kernel sets
 
@@ -140,6 +149,7 @@ struct Options {
     bool parse_special = true;
     kiln::WeightPlacement placement;
     bool verbose = false;
+    kiln::cli::LayerSplitFlag layer_split;
 };
 
 Options parse(int argc, char** argv) {
@@ -236,6 +246,7 @@ Options parse(int argc, char** argv) {
         } else if (parse_placement_flag(flag, o.placement)) {
         } else if (flag == "-v" || flag == "--verbose") {
             o.verbose = true;
+        } else if (o.layer_split.parse(flag, args)) {
         } else {
             usage_error("unknown argument '{}'", flag);
         }
@@ -263,6 +274,12 @@ Options parse(int argc, char** argv) {
     if (o.conversation == Options::Conversation::On && o.beams > 0) usage_error("conversation mode samples; --beams does not apply");
     if (o.conversation == Options::Conversation::On && !o.parse_special)
         usage_error("--no-special does not apply to conversation mode: the chat template's special tokens must stay special");
+    if (o.layer_split.on) {
+        if (o.beams > 0) usage_error("--layer-split evaluates one sequence: --beams does not apply");
+        if (!o.prompt_cache.empty()) usage_error("--layer-split does not keep a prompt cache (--prompt-cache)");
+        if (o.conversation == Options::Conversation::On) usage_error("--layer-split runs text generation (-p), not conversation mode");
+        o.conversation = Options::Conversation::Off;
+    }
     o.cache_types = cache_type.types();
     o.cache_types_given = cache_type.given();
     return o;
@@ -300,15 +317,29 @@ void print_beams(const std::vector<kiln::Hypothesis>& found, const kiln::Tokeniz
                    found[i].tokens.size(), found[i].ended_by_eos ? " (eos)" : "", before, text_of(found[i]));
 }
 
-int generate_causal(const Options& o, std::shared_ptr<const kiln::GgufFile> file) {
+int generate_causal(const Options& o, std::shared_ptr<const kiln::GgufFile> file, kiln::mpi::World& world) {
     using clock = std::chrono::steady_clock;
     const auto load_start = clock::now();
-    const auto lm = kiln::load_causal_lm(file, o.placement);
+    // --layer-split: rank 0 generates through the stages; the others serve
+    // their blocks until rank 0's model is gone.
+    const bool split_layers = o.layer_split.on && world.size() > 1;
+    std::string plan;
+    const std::unique_ptr<kiln::CausalLm> lm = split_layers
+                                                   ? kiln::load_layer_split(file, o.placement, world, o.layer_split.weights, &plan)
+                                                   : kiln::load_causal_lm(file, o.placement);
+    const int threads = thread_count(o);
+    kiln::ThreadPool pool(threads, kiln::LoadAdaptation::follow_free_cpus);
+    if (split_layers && !world.leader()) {
+        kiln::serve_layer_split(*lm, world, pool);
+        if (o.verbose) kiln::cli::print_load_report(fmt::format("kiln (rank {})", world.rank()), seconds_since(load_start), lm->weight_residence());
+        return 0;
+    }
+    if (split_layers)
+        fmt::print(stderr, "kiln: layer split: {}\n",
+                   plan);
     const auto tokenizer = kiln::load_tokenizer(*file);
     kiln::tools::check_vocabulary_fits(*tokenizer, lm->info().n_vocab, file->name());
     const int64_t n_ctx = o.ctx > 0 ? o.ctx : std::min<int64_t>(lm->info().n_ctx_train, 4096);
-    const int threads = thread_count(o);
-    kiln::ThreadPool pool(threads, kiln::LoadAdaptation::follow_free_cpus);
 
     std::vector<int32_t> tokens = tokenizer->encode(o.prompt, tokenizer->prompt_options(o.parse_special));
     if (tokens.empty()) {
@@ -559,10 +590,18 @@ kiln::tool::ConversationOptions conversation_options(const Options& o) {
     return c;
 }
 
-int generate(const Options& o) {
+int generate(const Options& o, kiln::mpi::World& world) {
+    if (world.size() > 1 && !o.layer_split.on)
+        throw kiln::cli::UsageError(fmt::format("under mpirun ({} ranks) kiln needs --layer-split: otherwise every rank "
+                                                "would generate the same text", world.size()));
+    if (world.size() > 1)
+        world.require_same(fmt::format("model file ({})", o.model), kiln::file_content_hash(o.model));
     if (!kiln::utf8_valid(o.prompt)) kiln::fail("kiln", "the prompt is not valid UTF-8");
     auto file = std::make_shared<kiln::GgufFile>(kiln::GgufFile::open(o.model));
     if (o.check_tensors) kiln::cli::check_tensors(*file);
+    if (o.layer_split.on && kiln::is_seq2seq(*file))
+        throw kiln::CollectiveError("kiln", fmt::format("--layer-split splits decoder-only models; {} is an encoder-decoder",
+                                                        o.model));
     if (kiln::is_seq2seq(*file)) {
         if (o.conversation == Options::Conversation::On)
             kiln::fail("kiln", "conversation mode needs a decoder-only model; {} is an encoder-decoder (give -p)", o.model);
@@ -571,11 +610,11 @@ int generate(const Options& o) {
         return generate_seq2seq(o, file);
     }
     if (wants_conversation(o, *file)) return kiln::tool::run_conversation(conversation_options(o), file);
-    return generate_causal(o, file);
+    return generate_causal(o, file, world);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-    return kiln::cli::run_tool("kiln", [&] { return generate(parse(argc, argv)); });
+    return kiln::mpi::run_on_ranks("kiln", [&](kiln::mpi::World& world) { return generate(parse(argc, argv), world); });
 }

@@ -102,12 +102,18 @@ std::string check_model(const GgufFile& file) {
 }
 
 std::unique_ptr<CausalLm> load_causal_lm(std::shared_ptr<const GgufFile> file, WeightPlacement placement) {
+    return load_decoder_stage(std::move(file), placement, [](const DecoderArch&) { return LayerStage{}; });
+}
+
+std::unique_ptr<DecoderLm> load_decoder_stage(std::shared_ptr<const GgufFile> file, WeightPlacement placement,
+                                              const std::function<LayerStage(const DecoderArch&)>& stage) {
     refuse_without_tensors(*file);
     const std::string arch = file->get_string("general.architecture");
     for (const DecoderEntry& e : kDecoders)
         if (arch == e.name) {
             std::unique_ptr<DecoderArch> decoder = load_checked(e, *file);
-            return std::make_unique<DecoderLm>(std::move(file), std::move(decoder), placement);
+            const LayerStage chosen = stage(*decoder);
+            return std::make_unique<DecoderLm>(std::move(file), std::move(decoder), placement, chosen);
         }
     if (arch == kSeq2seq)
         fail("model", "{}: '{}' is an encoder-decoder model, not a decoder-only one", file->name(), arch);

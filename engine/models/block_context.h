@@ -35,6 +35,22 @@ struct Dropout {
     NodeId apply(Graph& g, NodeId x) const;
 };
 
+// One stage of a model split by layers across processes (kiln --layer-split,
+// engine/distributed/layer_pipeline.h): the graph computes blocks
+// [first_layer, end_layer) only. A stage after the first starts from
+// `hidden`, the previous stage's residual stream (F32 [dim, n]), instead of
+// the embeddings; a stage before the last ends with its residual stream
+// instead of the logits. The default is the whole model.
+struct LayerStage {
+    int64_t first_layer = 0;
+    int64_t end_layer = -1;  // -1: through the last block
+    NodeId hidden = kNoNode;
+    // The blocks [begin, end) of a model of n_layers.
+    int64_t begin() const noexcept { return first_layer; }
+    int64_t end(int64_t n_layers) const noexcept { return end_layer < 0 ? n_layers : end_layer; }
+    bool ends_model(int64_t n_layers) const noexcept { return end(n_layers) == n_layers; }
+};
+
 struct BlockContext {
     NodeId tokens = kNoNode;     // I32 [n]
     NodeId positions = kNoNode;  // I32 [n]
@@ -43,6 +59,7 @@ struct BlockContext {
     int64_t n_ctx = 0;           // positions a sequence of the session may hold (0: the batch only, training)
     KeyValueReader* attention = nullptr;
     Dropout dropout;
+    LayerStage stage;
 };
 
 // Keys and values from the batch itself: `batch` sequences of n / batch rows,

@@ -36,13 +36,20 @@ public:
     virtual NodeId forward(Graph& g, const BlockContext& ctx, const WeightLeaves& weights) const = 0;
     // The architecture's tensors for this model's hyper-parameters, in file order.
     virtual std::vector<arch::TensorSpec> tensor_specs() const = 0;
+    // Whether forward() builds one stage of a layer split (BlockContext::stage);
+    // the others build the whole model only.
+    virtual bool builds_stages() const noexcept { return false; }
+    // The width of the residual stream a stage hands to the next.
+    int64_t hidden_width() const noexcept { return hidden_width_; }
 
 protected:
-    DecoderArch(std::string name, DecoderShape shape) : name_(std::move(name)), shape_(shape) {}
+    DecoderArch(std::string name, DecoderShape shape, int64_t hidden_width = 0)
+        : name_(std::move(name)), shape_(shape), hidden_width_(hidden_width) {}
 
 private:
     std::string name_;
     DecoderShape shape_;
+    int64_t hidden_width_;
 };
 
 }  // namespace kiln

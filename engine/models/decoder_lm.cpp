@@ -17,11 +17,13 @@ namespace {
 class DecoderSession final : public SlotDecoderSession {
 public:
     DecoderSession(const DecoderArch& arch, const WeightLeaves& leaves, int64_t n_ctx, int64_t n_slots,
-                   Executor::Mode mode, CacheTypes cache_types)
-        : SlotDecoderSession(arch.shape().n_vocab, arch.shape().n_layers, arch.shape().kv_dim, n_ctx, n_slots, mode,
-                             cache_types),
+                   Executor::Mode mode, CacheTypes cache_types, LayerStage stage)
+        : SlotDecoderSession(arch.shape().n_vocab, stage.end(arch.shape().n_layers) - stage.begin(), arch.shape().kv_dim,
+                             n_ctx, n_slots, mode, cache_types, stage.begin(),
+                             stage.begin() > 0 ? arch.hidden_width() : 0, stage.ends_model(arch.shape().n_layers)),
           arch_(arch),
-          leaves_(leaves) {}
+          leaves_(leaves),
+          stage_(stage) {}
 
 private:
     // Keys and values go into this session's cache rows; attention reads the cache.
@@ -49,11 +51,14 @@ private:
         ctx.last_only = last_only;
         ctx.n_ctx = n_ctx();
         ctx.attention = &cache;
+        ctx.stage = stage_;
+        ctx.stage.hidden = in.hidden;
         return arch_.forward(g, ctx, leaves_);
     }
 
     const DecoderArch& arch_;
     const WeightLeaves& leaves_;
+    LayerStage stage_;
 };
 
 // The matrices to rearrange for the active kernels: every multiplied weight
@@ -77,10 +82,53 @@ std::unordered_map<std::string, DType> weight_layouts(const GgufFile& file, cons
 
 }  // namespace
 
-DecoderLm::DecoderLm(std::shared_ptr<const GgufFile> file, std::unique_ptr<DecoderArch> arch, WeightPlacement placement)
+namespace {
+
+// The block a tensor belongs to ("blk.N.xxx"), or -1 for a tensor of the whole model.
+int64_t block_of(std::string_view name) {
+    constexpr std::string_view prefix = "blk.";
+    if (!name.starts_with(prefix)) return -1;
+    int64_t block = 0;
+    size_t i = prefix.size();
+    if (i >= name.size() || name[i] < '0' || name[i] > '9') return -1;
+    for (; i < name.size() && name[i] >= '0' && name[i] <= '9'; ++i) block = block * 10 + (name[i] - '0');
+    return i < name.size() && name[i] == '.' ? block : -1;
+}
+
+LayerStage checked_stage(const DecoderArch& arch, LayerStage stage) {
+    const int64_t n_layers = arch.shape().n_layers;
+    if (stage.begin() == 0 && stage.ends_model(n_layers)) return stage;
+    if (!arch.builds_stages())
+        fail("model", "architecture '{}' cannot be split by layers yet (llama, qwen2, minicpm and gpt2 can)", arch.name());
+    if (stage.begin() < 0 || stage.end(n_layers) <= stage.begin() || stage.end(n_layers) > n_layers)
+        fail("model", "layers {}..{} are not a range of this model's {} blocks", stage.begin(), stage.end(n_layers) - 1,
+             n_layers);
+    return stage;
+}
+
+}  // namespace
+
+bool layer_stage_uses(const GgufFile& file, int64_t n_layers, const LayerStage& stage, std::string_view name) {
+    const bool first = stage.begin() == 0, last = stage.ends_model(n_layers);
+    if (first && last) return true;
+    if (const int64_t block = block_of(name); block >= 0) return block >= stage.begin() && block < stage.end(n_layers);
+    if (name.starts_with("token_embd.")) return first || (last && file.find_tensor("output.weight") == nullptr);
+    if (name.starts_with("position_embd.")) return first;
+    if (name.starts_with("output_norm.") || name.starts_with("output.")) return last;
+    return true;  // e.g. rope factors: every stage's blocks read them
+}
+
+bool DecoderLm::stage_uses(std::string_view name) const {
+    return layer_stage_uses(*file_, arch_->shape().n_layers, stage_, name);
+}
+
+DecoderLm::DecoderLm(std::shared_ptr<const GgufFile> file, std::unique_ptr<DecoderArch> arch, WeightPlacement placement,
+                     LayerStage stage)
     : file_(std::move(file)),
       arch_(std::move(arch)),
-      placement_(std::make_unique<ResidentWeights>(*file_, placement, weight_layouts(*file_, *arch_))),
+      stage_(checked_stage(*arch_, stage)),
+      placement_(std::make_unique<ResidentWeights>(*file_, placement, weight_layouts(*file_, *arch_),
+                                                   [this](std::string_view name) { return stage_uses(name); })),
       leaves_(*file_, *placement_) {
     const DecoderShape& s = arch_->shape();
     info_ = ModelInfo{arch_->name(), s.n_vocab, s.n_ctx_train, model_tensors::parameter_count(*file_),
@@ -94,7 +142,13 @@ std::unique_ptr<CausalSession> DecoderLm::new_session(int64_t n_ctx, int64_t n_s
         fail("model", "context {} is outside 1..{}, the positions this {} model has", n_ctx, s.n_ctx_train,
              arch_->name());
     check_cache_types(cache_types, s.head_dim);
-    return std::make_unique<DecoderSession>(*arch_, leaves_, n_ctx, n_slots, mode, cache_types);
+    return std::make_unique<DecoderSession>(*arch_, leaves_, n_ctx, n_slots, mode, cache_types, stage_);
+}
+
+std::unique_ptr<SlotDecoderSession> DecoderLm::new_stage_session(int64_t n_ctx, Executor::Mode mode,
+                                                                 CacheTypes cache_types) const {
+    std::unique_ptr<CausalSession> session = new_session(n_ctx, 1, mode, cache_types);
+    return std::unique_ptr<SlotDecoderSession>(static_cast<SlotDecoderSession*>(session.release()));
 }
 
 }  // namespace kiln

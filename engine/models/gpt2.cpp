@@ -11,8 +11,10 @@ namespace {
 class Gpt2Decoder final : public DecoderArch {
 public:
     explicit Gpt2Decoder(arch::Gpt2Params p)
-        : DecoderArch(std::string(arch::kGpt2), {p.n_vocab, p.n_layers, p.dim, p.n_ctx_train, true, p.head_dim()}),
+        : DecoderArch(std::string(arch::kGpt2), {p.n_vocab, p.n_layers, p.dim, p.n_ctx_train, true, p.head_dim()}, p.dim),
           params_(std::move(p)) {}
+
+    bool builds_stages() const noexcept override { return true; }
 
     NodeId forward(Graph& g, const BlockContext& ctx, const WeightLeaves& weights) const override {
         const auto leaf = [&](const arch::TensorSpec& s) { return weights(g, s); };

@@ -11,8 +11,11 @@ namespace {
 class LlamaDecoder final : public DecoderArch {
 public:
     explicit LlamaDecoder(arch::LlamaParams p)
-        : DecoderArch(std::string(arch::kLlama), {p.n_vocab, p.n_layers, p.kv_dim(), p.n_ctx_train, false, p.head_dim()}),
+        : DecoderArch(std::string(arch::kLlama), {p.n_vocab, p.n_layers, p.kv_dim(), p.n_ctx_train, false, p.head_dim()},
+                      p.dim),
           params_(std::move(p)) {}
+
+    bool builds_stages() const noexcept override { return true; }
 
     NodeId forward(Graph& g, const BlockContext& ctx, const WeightLeaves& weights) const override {
         const auto leaf = [&](const arch::TensorSpec& s) { return weights(g, s); };

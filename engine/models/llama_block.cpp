@@ -29,9 +29,13 @@ NodeId llama_forward(Graph& g, const arch::LlamaParams& p, const arch::LlamaTens
     const HeadLayout heads{p.n_heads, p.n_kv_heads, p.head_dim()};
     const kernels::RopeSpec q_rope = llama_rope_spec(p, p.n_heads, rope_style);
     const kernels::RopeSpec k_rope = llama_rope_spec(p, p.n_kv_heads, rope_style);
-    NodeId x = scaled(ops::get_rows(g, w.token_embd, ctx.tokens), scales.embedding);
-    x = ctx.dropout.apply(g, x);
-    for (size_t i = 0; i < w.layers.size(); ++i) {
+    const auto n_layers = static_cast<int64_t>(w.layers.size());
+    NodeId x = ctx.stage.hidden;
+    if (x == kNoNode) {
+        x = scaled(ops::get_rows(g, w.token_embd, ctx.tokens), scales.embedding);
+        x = ctx.dropout.apply(g, x);
+    }
+    for (auto i = static_cast<size_t>(ctx.stage.begin()); i < static_cast<size_t>(ctx.stage.end(n_layers)); ++i) {
         const arch::LlamaLayerTensors<NodeId>& L = w.layers[i];
         const arch::LlamaLayerBiases<NodeId> B =
             i < w.biases.size() ? w.biases[i] : arch::LlamaLayerBiases<NodeId>{kNoNode, kNoNode, kNoNode, kNoNode,
@@ -51,6 +55,7 @@ NodeId llama_forward(Graph& g, const arch::LlamaParams& p, const arch::LlamaTens
         const NodeId down = biased(ops::matmul(g, L.ffn_down, ops::swiglu(g, gate, up)), B.ffn_down);
         x = ops::add(g, x, ctx.dropout.apply(g, scaled(down, scales.residual)));
     }
+    if (!ctx.stage.ends_model(n_layers)) return x;  // the next stage's input
     if (ctx.last_only && ctx.n > 1) x = ops::slice_rows(g, x, ctx.n - 1, 1);
     x = ops::rms_norm(g, x, w.output_norm, p.norm_eps);
     const NodeId logits = ops::matmul(g, w.output != kNoNode ? w.output : w.token_embd, x);

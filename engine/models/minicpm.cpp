@@ -16,8 +16,11 @@ public:
     explicit MiniCpmDecoder(arch::MiniCpmParams p)
         : DecoderArch(std::string(arch::kMiniCpm),
                       {p.llama.n_vocab, p.llama.n_layers, p.llama.kv_dim(), p.llama.n_ctx_train, false,
-                       p.llama.head_dim()}),
+                       p.llama.head_dim()},
+                      p.llama.dim),
           params_(std::move(p)) {}
+
+    bool builds_stages() const noexcept override { return true; }
 
     NodeId forward(Graph& g, const BlockContext& ctx, const WeightLeaves& weights) const override {
         const auto leaf = [&](const arch::TensorSpec& s) { return weights(g, s); };

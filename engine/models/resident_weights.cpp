@@ -89,13 +89,15 @@ std::string memlock_limit() {
 }  // namespace
 
 ResidentWeights::ResidentWeights(const GgufFile& file, WeightPlacement placement,
-                                 const std::unordered_map<std::string, DType>& layouts) {
+                                 const std::unordered_map<std::string, DType>& layouts,
+                                 const std::function<bool(std::string_view)>& used) {
     residence_.placement = placement;
     // A copy for every tensor with --no-mmap; by default only for those the
     // kernels read rearranged.
     std::vector<std::pair<const GgufTensor*, std::optional<DType>>> to_copy;
     size_t total = 0;
     for (const GgufTensor& t : file.tensors()) {
+        if (used && !used(t.name)) continue;
         const auto layout = layouts.find(t.name);
         std::optional<DType> rearranged;
         if (layout != layouts.end() && t.dims.size() == 2) rearranged = layout->second;
@@ -131,7 +133,7 @@ ResidentWeights::ResidentWeights(const GgufFile& file, WeightPlacement placement
         throw;
     }
     if (base_ != nullptr) ::mprotect(base_, size_, PROT_READ);  // weights are never written
-    if (placement.mlock) lock(file);
+    if (placement.mlock) lock(file, used);
     // No madvise on the mapping: measured on the 134M Q8_0 file (2-core KVM
     // guest, kernel 6.18, ext4), MADV_HUGEPAGE, MADV_WILLNEED and
     // MADV_POPULATE_READ left tg64 within the noise (50-58 t/s either way) and
@@ -149,11 +151,11 @@ ResidentWeights::~ResidentWeights() {
 // Locks the copies and the mapped pages of every tensor read from the mapping.
 // The lock on mapped pages lasts as long as the mapping (another model of the
 // same file may rely on it, and locks do not nest).
-void ResidentWeights::lock(const GgufFile& file) {
+void ResidentWeights::lock(const GgufFile& file, const std::function<bool(std::string_view)>& used) {
     std::vector<std::pair<uintptr_t, uintptr_t>> ranges;
     if (base_ != nullptr) ranges.emplace_back(reinterpret_cast<uintptr_t>(base_), reinterpret_cast<uintptr_t>(base_) + size_);
     for (const GgufTensor& t : file.tensors()) {
-        if (t.data.empty() || copied(t)) continue;
+        if (t.data.empty() || copied(t) || (used && !used(t.name))) continue;
         const auto begin = reinterpret_cast<uintptr_t>(t.data.data());
         ranges.emplace_back(round_down(begin, page_size()), round_up(begin + t.data.size(), page_size()));
     }

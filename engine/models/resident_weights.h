@@ -18,7 +18,9 @@
 // page cache's reach (README: "Weights in memory" has the figures).
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 
 #include "engine/models/weight_placement.h"
@@ -29,8 +31,12 @@ namespace kiln {
 class ResidentWeights {
 public:
     // Throws kiln::Error when the memory for the copies cannot be had.
+    // `used`, when given, names the tensors this process computes with (one
+    // stage of a layer split): the others are never copied, rearranged or
+    // locked, so their pages of the mapping are never touched.
     ResidentWeights(const GgufFile& file, WeightPlacement placement,
-                    const std::unordered_map<std::string, DType>& layouts = {});
+                    const std::unordered_map<std::string, DType>& layouts = {},
+                    const std::function<bool(std::string_view)>& used = {});
     ~ResidentWeights();
     ResidentWeights(const ResidentWeights&) = delete;
     ResidentWeights& operator=(const ResidentWeights&) = delete;
@@ -44,7 +50,7 @@ public:
     const WeightResidence& residence() const noexcept { return residence_; }
 
 private:
-    void lock(const GgufFile& file);
+    void lock(const GgufFile& file, const std::function<bool(std::string_view)>& used);
 
     std::byte* base_ = nullptr;  // the copies, one anonymous mapping
     size_t size_ = 0;

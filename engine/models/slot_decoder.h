@@ -31,14 +31,28 @@ public:
         slots_.restore_slot_rows(slot, rows, n_saved, n_keep);
     }
 
+    // A stage of a layer split (DecoderLm over a LayerStage): appends n
+    // positions to slot 0, starting from `hidden` (the previous stage's
+    // output, [width, n]) or, in the first stage, from `tokens`; returns this
+    // stage's output: its residual stream [width, n], or in the last stage the
+    // logits (every row's with all_logits, else the last row's).
+    std::span<const float> eval_stage(std::span<const int32_t> tokens, std::span<const float> hidden, int64_t n,
+                                      ThreadPool& pool, bool all_logits);
+
 protected:
-    // The graph inputs of a batch of n tokens. mask is kNoNode with one slot.
+    // The graph inputs of a batch of n tokens. mask is kNoNode with one slot;
+    // hidden is the previous stage's output in a stage after the first.
     struct Inputs {
         NodeId tokens, positions, cache_rows, mask;
         int64_t n;
+        NodeId hidden = kNoNode;
     };
+    // n_layers caches, for layers first_layer .. first_layer + n_layers - 1
+    // (a stage of a layer split holds only its own). hidden_width > 0: the
+    // graphs take the previous stage's residual stream of that width.
     SlotDecoderSession(int64_t n_vocab, int64_t n_layers, int64_t kv_dim, int64_t n_ctx, int64_t n_slots,
-                       Executor::Mode mode, CacheTypes cache_types);
+                       Executor::Mode mode, CacheTypes cache_types, int64_t first_layer = 0, int64_t hidden_width = 0,
+                       bool ends_model = true);
 
     // Appends the forward pass to g; returns the logits node: [n_vocab, n], or
     // [n_vocab, 1] for the last token alone when last_only.
@@ -57,9 +71,11 @@ private:
     };
     Compiled& compiled(int64_t n, bool last_only);
     std::span<const float> run(std::span<const int32_t> tokens, std::span<const int32_t> slots, ThreadPool& pool,
-                               bool last_only);
+                               bool last_only, const float* hidden = nullptr);
 
     int64_t n_vocab_;
+    int64_t first_layer_, hidden_width_;
+    bool ends_model_;
     Executor::Mode mode_;
     SequenceSlots slots_;
     SlotBatch batch_;

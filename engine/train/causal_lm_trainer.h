@@ -32,6 +32,9 @@ struct CausalTrainOptions {
     float dropout = 0.0f;
     bool decay_embeddings = false;
     uint64_t seed = 1337;
+    // Data-parallel: the ranks that share each batch (nullptr: this process
+    // alone). Each builds its graphs for its share of the batch's windows.
+    Collective* collective = nullptr;
 
     OptimizerOptions optimizer() const { return {schedule, adam, grad_clip}; }
     // kiln::Error("train") for a batch, accumulation or dropout out of range.
@@ -83,12 +86,14 @@ public:
     const ParamModel& parameters() const noexcept { return *model_; }
     // Tokens per window and the windows of one optimizer step.
     int64_t context() const noexcept { return train_graph_->context; }
-    int64_t windows_per_step() const noexcept { return train_graph_->batch * core_.accumulation(); }
+    int64_t windows_per_step() const noexcept { return batch_ * core_.accumulation(); }
     // The last step's gradients, flat like the model: averaged over the
     // micro-batches, before clipping.
     const std::vector<float>& gradients() const noexcept { return core_.gradients(); }
 
 private:
+    int64_t batch_;  // windows per micro-batch, all ranks together
+    Share rows_;     // this rank's windows of each batch
     std::unique_ptr<ParamModel> model_;
     std::unique_ptr<CausalTrainGraph> train_graph_, eval_graph_;
     std::unique_ptr<Executor> train_exec_, eval_exec_;

@@ -100,13 +100,15 @@ void split_tokens(std::vector<int32_t> ids, int64_t context, double train_fracti
 }
 
 void sample_windows(const std::vector<int32_t>& data, int64_t batch, int64_t context, Rng& rng, int32_t* inputs,
-                    int32_t* targets) {
+                    int32_t* targets, Share rows) {
     const auto starts = static_cast<uint64_t>(static_cast<int64_t>(data.size()) - context);
     for (int64_t b = 0; b < batch; ++b) {
         const auto s = static_cast<int64_t>(rng.below(starts));
+        if (b < rows.begin || b >= rows.end) continue;
+        const int64_t row = b - rows.begin;
         for (int64_t t = 0; t < context; ++t) {
-            inputs[b * context + t] = data[static_cast<size_t>(s + t)];
-            targets[b * context + t] = data[static_cast<size_t>(s + t + 1)];
+            inputs[row * context + t] = data[static_cast<size_t>(s + t)];
+            targets[row * context + t] = data[static_cast<size_t>(s + t + 1)];
         }
     }
 }

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/distributed/collective.h"
 #include "engine/train/rng.h"
 
 namespace kiln::train {
@@ -46,8 +47,15 @@ void split_tokens(std::vector<int32_t> ids, int64_t context, double train_fracti
                   std::vector<int32_t>& train, std::vector<int32_t>& validation);
 
 // `batch` windows of `context` tokens starting at random offsets of `data`:
-// inputs[b * context + t] = data[s_b + t], targets = the next token.
+// inputs[b * context + t] = data[s_b + t], targets = the next token. With
+// `rows`, every window is drawn (the generator advances as for the whole
+// batch) but only windows rows.begin .. rows.end - 1 are written, from
+// inputs[0] on (a rank's share of a data-parallel batch).
 void sample_windows(const std::vector<int32_t>& data, int64_t batch, int64_t context, Rng& rng, int32_t* inputs,
-                    int32_t* targets);
+                    int32_t* targets, Share rows);
+inline void sample_windows(const std::vector<int32_t>& data, int64_t batch, int64_t context, Rng& rng, int32_t* inputs,
+                           int32_t* targets) {
+    sample_windows(data, batch, context, rng, inputs, targets, Share{0, batch});
+}
 
 }  // namespace kiln::train

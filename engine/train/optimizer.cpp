@@ -1,5 +1,6 @@
 #include "engine/train/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -15,7 +16,7 @@ Optimizer::Optimizer(ParamModel& model, const OptimizerOptions& options, ThreadP
       adam_(model.data().size(), options.adam),
       grads_(model.data().size(), 0.0f) {}
 
-void Optimizer::gather(const Graph& g, const std::vector<NodeId>& grads, bool first) {
+void Optimizer::gather(const Graph& g, const std::vector<NodeId>& grads, bool first, float weight) {
     const auto& tensors = model_.tensors();
     if (grads.size() != tensors.size()) fail("train", "{} gradients for {} tensors", grads.size(), tensors.size());
     pool_.run([&](int ith, int nth) {
@@ -24,11 +25,22 @@ void Optimizer::gather(const Graph& g, const std::vector<NodeId>& grads, bool fi
             const auto [b, e] = split_range(static_cast<int64_t>(s.count), ith, nth);
             const float* src = g.node(grads[i]).row(0);
             float* dst = grads_.data() + s.offset;
-            if (first) std::memcpy(dst + b, src + b, static_cast<size_t>(e - b) * sizeof(float));
-            else for (int64_t j = b; j < e; ++j) dst[j] += src[j];
+            // weight 1 (one process) copies and adds exactly as before.
+            if (weight == 0.0f) {
+                if (first) std::fill(dst + b, dst + e, 0.0f);
+            } else if (weight == 1.0f) {
+                if (first) std::memcpy(dst + b, src + b, static_cast<size_t>(e - b) * sizeof(float));
+                else for (int64_t j = b; j < e; ++j) dst[j] += src[j];
+            } else if (first) {
+                for (int64_t j = b; j < e; ++j) dst[j] = weight * src[j];
+            } else {
+                for (int64_t j = b; j < e; ++j) dst[j] += weight * src[j];
+            }
         }
     });
 }
+
+void Optimizer::sum_gradients(Collective& ranks) { ranks.sum(std::span(grads_)); }
 
 StepResult Optimizer::step(double loss_sum, int64_t micro_batches) {
     StepResult r;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/distributed/collective.h"
 #include "engine/graph/graph.h"
 #include "engine/runtime/thread_pool.h"
 #include "engine/train/adamw.h"
@@ -31,8 +32,10 @@ public:
     Optimizer(ParamModel& model, const OptimizerOptions& options, ThreadPool& pool);
 
     // Adds the gradient nodes (one per model tensor, in order) of a graph that
-    // has just run; `first` starts a new step's sum.
-    void gather(const Graph& g, const std::vector<NodeId>& grads, bool first);
+    // has just run, times `weight`; `first` starts a new step's sum.
+    void gather(const Graph& g, const std::vector<NodeId>& grads, bool first, float weight = 1.0f);
+    // Sums the gathered gradients over the ranks (data-parallel training).
+    void sum_gradients(Collective& ranks);
     // Finishes the step over `micro_batches` gathered batches whose losses sum
     // to loss_sum. A non-finite loss or gradient norm throws kiln::Error("train")
     // before the parameters change.

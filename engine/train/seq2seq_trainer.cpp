@@ -26,19 +26,35 @@ Seq2SeqTrainOptions fitted(Seq2SeqTrainOptions options, const ReverseTask& task)
     return options;
 }
 
+// The targets a batch's loss counts (labels of -1 are ignored).
+double counted_labels(Seq2SeqGraph& G) {
+    return static_cast<double>(std::count_if(G.label_data(), G.label_data() + G.batch * G.tgt_len,
+                                             [](int32_t l) { return l >= 0; }));
+}
+
+Share rank_rows(const Seq2SeqTrainOptions& options) {
+    if (options.collective == nullptr) return {0, options.batch};
+    const Collective& ranks = *options.collective;
+    if (options.batch < ranks.size())
+        throw CollectiveError("train", fmt::format("--batch {} is smaller than the {} ranks: each needs a row at least",
+                                                   options.batch, ranks.size()));
+    return share_of(options.batch, ranks.rank(), ranks.size());
+}
+
 }  // namespace
 
 Seq2SeqTrainer::Seq2SeqTrainer(const Seq2SeqTrainOptions& options, const ReverseTask& task, ThreadPool& pool)
     : options_(fitted(options, task)),
+      rows_(rank_rows(options_)),
       task_(task),
       pool_(pool),
       model_(fresh_model(options_.model, options_.seed)),
-      train_graph_(build_seq2seq_graph(*model_, options_.batch, task.sequence_length(), task.sequence_length(), true,
+      train_graph_(build_seq2seq_graph(*model_, rows_.size(), task.sequence_length(), task.sequence_length(), true,
                                        options_.dropout)),
-      eval_graph_(build_seq2seq_graph(*model_, options_.batch, task.sequence_length(), task.sequence_length(), false)),
+      eval_graph_(build_seq2seq_graph(*model_, rows_.size(), task.sequence_length(), task.sequence_length(), false)),
       train_exec_(std::make_unique<Executor>(train_graph_->graph)),
       eval_exec_(std::make_unique<Executor>(eval_graph_->graph)),
-      core_(*model_, options_.optimizer, options_.seed, 1, pool) {}
+      core_(*model_, options_.optimizer, options_.seed, 1, pool, options_.collective) {}
 
 void Seq2SeqTrainer::restore(const LoadedSeq2Seq& checkpoint) {
     if (!checkpoint.training) fail("train", "the checkpoint holds no training state");
@@ -66,8 +82,14 @@ TrainingState Seq2SeqTrainer::training_state() const { return core_.training_sta
 StepResult Seq2SeqTrainer::step() {
     Seq2SeqGraph& G = *train_graph_;
     return core_.step(G, *train_exec_, [&](Rng& rng) {
-        for (int64_t b = 0; b < G.batch; ++b)
-            task_.fill(task_.sample(rng), b, G.source_data(), G.mask_data(), G.decoder_input_data(), G.label_data());
+        // Every row is drawn (the generator as one process has it); this rank fills its own.
+        for (int64_t b = 0; b < options_.batch; ++b) {
+            const auto sample = task_.sample(rng);
+            if (b >= rows_.begin && b < rows_.end)
+                task_.fill(sample, b - rows_.begin, G.source_data(), G.mask_data(), G.decoder_input_data(),
+                           G.label_data());
+        }
+        return counted_labels(G);
     });
 }
 
@@ -93,28 +115,41 @@ Evaluation Seq2SeqTrainer::evaluate() {
 }
 
 HeldOutMatch Seq2SeqTrainer::held_out_match(int32_t beams, DType type) {
-    const std::vector<std::string>& texts = task_.held_out();
-    return {ReverseTask::exact_match(texts, answers(texts, 1, type)),
-            ReverseTask::exact_match(texts, answers(texts, beams, type))};
+    const std::vector<std::string>& all = task_.held_out();
+    Collective& ranks = core_.collective();
+    if (ranks.size() == 1)
+        return {ReverseTask::exact_match(all, answers(all, 1, type)), ReverseTask::exact_match(all, answers(all, beams, type))};
+    // Data-parallel: each rank decodes its share of the strings; the matches add up.
+    const Share mine = share_of(static_cast<int64_t>(all.size()), ranks.rank(), ranks.size());
+    const std::vector<std::string> texts(all.begin() + mine.begin, all.begin() + mine.end);
+    double matches[2] = {0.0, 0.0};
+    if (!texts.empty()) {
+        const auto n = static_cast<double>(texts.size());
+        matches[0] = std::round(ReverseTask::exact_match(texts, answers(texts, 1, type)) * n);
+        matches[1] = std::round(ReverseTask::exact_match(texts, answers(texts, beams, type)) * n);
+    }
+    ranks.sum(std::span(matches));
+    return {matches[0] / static_cast<double>(all.size()), matches[1] / static_cast<double>(all.size())};
 }
 
 // Batches of held-out pairs; the rows past the last pair repeat it with every
 // label ignored, and each batch's mean is weighted by its counted targets.
+// Data-parallel: each rank fills and runs its rows of every batch.
 double Seq2SeqTrainer::held_out_loss() {
     Seq2SeqGraph& G = *eval_graph_;
     const std::vector<std::string>& texts = task_.held_out();
-    const int64_t len = G.tgt_len;
-    const auto batches = static_cast<int64_t>((texts.size() + static_cast<size_t>(G.batch) - 1) / static_cast<size_t>(G.batch));
-    return core_.mean_loss(G, *eval_exec_, batches, [&](int64_t batch) {
-        const size_t first = static_cast<size_t>(batch * G.batch);
-        const auto count = static_cast<int64_t>(std::min(texts.size() - first, static_cast<size_t>(G.batch)));
-        for (int64_t b = 0; b < G.batch; ++b) {
-            task_.fill(texts[first + static_cast<size_t>(std::min(b, count - 1))], b, G.source_data(), G.mask_data(),
+    const int64_t len = G.tgt_len, batch = options_.batch;
+    const auto batches = static_cast<int64_t>((texts.size() + static_cast<size_t>(batch) - 1) / static_cast<size_t>(batch));
+    return core_.mean_loss(G, *eval_exec_, batches, [&](int64_t index) {
+        const size_t first = static_cast<size_t>(index * batch);
+        const auto count = static_cast<int64_t>(std::min(texts.size() - first, static_cast<size_t>(batch)));
+        for (int64_t b = rows_.begin; b < rows_.end; ++b) {
+            const int64_t row = b - rows_.begin;
+            task_.fill(texts[first + static_cast<size_t>(std::min(b, count - 1))], row, G.source_data(), G.mask_data(),
                        G.decoder_input_data(), G.label_data());
-            if (b >= count) std::fill(G.label_data() + b * len, G.label_data() + (b + 1) * len, -1);
+            if (b >= count) std::fill(G.label_data() + row * len, G.label_data() + (row + 1) * len, -1);
         }
-        return static_cast<double>(
-            std::count_if(G.label_data(), G.label_data() + G.batch * len, [](int32_t l) { return l >= 0; }));
+        return counted_labels(G);
     });
 }
 

@@ -30,6 +30,9 @@ struct Seq2SeqTrainOptions {
     // evaluate(): beams of the held-out beam search, and the type of the matrices decoded.
     int32_t eval_beams = 4;
     DType eval_type = DType::F32;
+    // Data-parallel: the ranks that share each batch and the held-out
+    // evaluation (nullptr: this process alone).
+    Collective* collective = nullptr;
 };
 
 struct HeldOutMatch {
@@ -77,6 +80,7 @@ public:
 
 private:
     Seq2SeqTrainOptions options_;
+    Share rows_;  // this rank's rows of each batch
     ReverseTask task_;
     ThreadPool& pool_;
     std::unique_ptr<Seq2SeqModel> model_;

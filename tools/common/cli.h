@@ -7,6 +7,8 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <functional>
 #include <limits>
@@ -14,6 +16,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "engine/core/dtype.h"
@@ -32,8 +35,37 @@ template <typename... Args>
     throw UsageError(fmt::format(format, std::forward<Args>(args)...));
 }
 
+// This process's place in a job that mpirun (Open MPI) or another PMI
+// launcher started, from the environment it sets: {0, 1} when run alone.
+struct LaunchedRank {
+    int rank = 0, size = 1;
+};
+inline LaunchedRank launched_rank() {
+    const auto number = [](const char* name) -> int {
+        const char* text = std::getenv(name);
+        if (text == nullptr) return -1;
+        int value = -1;
+        const auto [end, ec] = std::from_chars(text, text + std::strlen(text), value);
+        return ec == std::errc() && *end == '\0' ? value : -1;
+    };
+    for (const auto& [rank, size] : {std::pair{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                                     std::pair{"PMI_RANK", "PMI_SIZE"}}) {
+        const int r = number(rank), n = number(size);
+        if (n > 1 && r >= 0 && r < n) return {r, n};
+    }
+    return {};
+}
+
 // Runs a tool's body; every failure becomes "<tool>: <message>" on stderr.
+// A tool that runs on one process refuses to be one of several ranks: N
+// copies of the same job would each write the same files.
 inline int run_tool(std::string_view tool, const std::function<int()>& body) {
+    if (const LaunchedRank launched = launched_rank(); launched.size > 1) {
+        if (launched.rank == 0)
+            fmt::print(stderr, "{}: launched as one of {} ranks (mpirun), but {} runs on one process: run it without "
+                       "mpirun\n", tool, launched.size, tool);
+        return 2;
+    }
     try {
         return body();
     } catch (const UsageError& e) {
@@ -57,6 +89,8 @@ public:
     Args(int argc, char** argv) : argc_(argc), argv_(argv) {}
     bool done() const { return index_ >= argc_; }
     std::string_view next() { return argv_[index_++]; }
+    // The next argument without taking it ("" at the end).
+    std::string_view peek() const { return done() ? std::string_view() : std::string_view(argv_[index_]); }
     std::string_view value(std::string_view flag) {
         if (done()) usage_error("{} needs a value", flag);
         return next();
