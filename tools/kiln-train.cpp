@@ -453,6 +453,13 @@ int run(Options o, mpi::World& world) {
     }
     if (!leader) return 0;
     trainer->write(o.output, o.type);
+    if (const GradientSync::Stats* sync = trainer->sync_stats(); sync != nullptr && sync->steps > 0) {
+        const auto steps = static_cast<double>(sync->steps);
+        fmt::print(stderr, "kiln-train: gradient sums over {} ranks: {:.2f} MiB per step in {} buckets; {:.2f} ms per "
+                   "step left to wait after backward ({:.1f}% of the {:.2f} ms that the last micro-batch and the sums took)\n", world.size(),
+                   static_cast<double>(sync->bytes) / 1048576.0, sync->buckets, 1e3 * sync->wait_seconds / steps,
+                   100.0 * sync->wait_seconds / sync->run_seconds, 1e3 * sync->run_seconds / steps);
+    }
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     fmt::print(stderr, "kiln-train: wrote {} ({}); {}\n", o.output, dtype_name(o.type),
                trainer->outcome(last_eval, (o.iters - first_step) * tokens_per_step, elapsed));

@@ -101,7 +101,12 @@ size_t Executor::barrier_count() const noexcept {
     return static_cast<size_t>(std::count(barrier_before_.begin(), barrier_before_.end(), true));
 }
 
-void Executor::run(ThreadPool& pool) {
+size_t Executor::step_of(NodeId id) const noexcept {
+    const auto at = std::find(steps_.begin(), steps_.end(), id);
+    return at == steps_.end() ? npos : static_cast<size_t>(at - steps_.begin());
+}
+
+void Executor::run(ThreadPool& pool, const RunHooks* hooks) {
     if (scratch_.size() < static_cast<size_t>(pool.size()))
         scratch_.resize(static_cast<size_t>(pool.size()), std::vector<float>(scratch_floats_));
     // Ops that claim their work in chunks (OpDef::claiming_forward): chunk
@@ -119,6 +124,7 @@ void Executor::run(ThreadPool& pool) {
         const bool profiling = !profile_rows_.empty();
         auto mark = std::chrono::steady_clock::now();
         // The end of pool.run() is the barrier after the last step.
+        size_t next_hook = 0;
         for (size_t s = 0; s < steps_.size(); ++s) {
             if (profiling && s > 0) op_profile::add_compute(ith, profile_rows_[s - 1], seconds_since(mark));
             if (barrier_before_[s]) {
@@ -126,11 +132,13 @@ void Executor::run(ThreadPool& pool) {
                 if (profiling) op_profile::add_wait(ith, seconds_since(mark));
             }
             const Node& n = graph_.node(steps_[s]);
-            if (claiming_[s] && nth > 1) {
-                defs_[s]->claiming_forward(graph_, n, ctx, next_chunk_[s]);
-                continue;
+            if (claiming_[s] && nth > 1) defs_[s]->claiming_forward(graph_, n, ctx, next_chunk_[s]);
+            else (mode_ == Mode::Fast ? defs_[s]->forward : defs_[s]->reference)(graph_, n, ctx);
+            // A hook after this step: once every thread is past it, thread 0 calls it.
+            for (; hooks != nullptr && next_hook < hooks->after.size() && hooks->after[next_hook] == s; ++next_hook) {
+                pool.barrier();
+                if (ith == 0) hooks->call(next_hook);
             }
-            (mode_ == Mode::Fast ? defs_[s]->forward : defs_[s]->reference)(graph_, n, ctx);
         }
         if (profiling && !steps_.empty()) op_profile::add_compute(ith, profile_rows_.back(), seconds_since(mark));
     });

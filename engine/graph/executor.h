@@ -17,6 +17,7 @@
 // by the machine does not hold the other at the next barrier.
 #include <atomic>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -28,6 +29,17 @@ namespace kiln {
 
 struct OpDef;
 
+// Calls a run makes on the pool's thread 0 (the caller's) while it goes on:
+// call(k) once step after[k] and every step before it have finished on all
+// threads; the other threads go on with the next steps meanwhile. The call
+// may read what those steps wrote, never write what later steps read.
+// (Data-parallel training starts summing gradients there while the rest of
+// backward runs: engine/train/gradient_sync.h.)
+struct RunHooks {
+    std::vector<size_t> after;  // step indices, ascending
+    std::function<void(size_t k)> call;
+};
+
 class Executor {
 public:
     enum class Mode { Fast, Reference };
@@ -35,7 +47,12 @@ public:
     // Plans the graph if needed. The graph must outlive the executor.
     Executor(Graph& graph, Mode mode = Mode::Fast);
 
-    void run(ThreadPool& pool);
+    void run(ThreadPool& pool, const RunHooks* hooks = nullptr);
+
+    // The step that computes node `id` (its place among the computed nodes,
+    // in run order), or npos when no step does.
+    static constexpr size_t npos = static_cast<size_t>(-1);
+    size_t step_of(NodeId id) const noexcept;
 
     // Barriers one run waits at (for tests and reports).
     size_t barrier_count() const noexcept;

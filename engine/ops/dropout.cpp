@@ -30,8 +30,17 @@ void run_dropout(const Graph& g, const Node& n, const ExecContext& ctx) {
     const float p = n.param<DropoutParams>().p;
     const uint64_t key = key_of(g, n);
     const int64_t width = n.shape.ne[0];
+    // A seed of 4 values (low, high, first sequence, sequences) places this
+    // graph's batch of seed[3] sequences at sequence seed[2] of a larger one
+    // (a rank's share of a data-parallel batch): the elements are numbered
+    // as in that batch, so the masks are the ones one process draws.
+    uint64_t first = 0;
+    if (const Node& seed = g.node(n.src[1]); seed.shape.elements() == 4) {
+        const int32_t* s = seed.row<int32_t>(0);
+        if (s[3] > 0) first = static_cast<uint64_t>(s[2]) * static_cast<uint64_t>(n.shape.elements() / s[3]);
+    }
     const auto [r0, r1] = split_range(n.shape.rows(), ctx.ith, ctx.nth);
-    for (int64_t r = r0; r < r1; ++r) kernel(x.row(r), n.row(r), width, key, static_cast<uint64_t>(r * width), p);
+    for (int64_t r = r0; r < r1; ++r) kernel(x.row(r), n.row(r), width, key, first + static_cast<uint64_t>(r * width), p);
 }
 
 Sources dropout_backward(Graph& g, NodeId node, NodeId grad, const SourceMask& wanted) {
@@ -45,7 +54,8 @@ NodeId add_dropout(Graph& g, NodeId x, NodeId seed, float p, uint64_t salt) {
     const OpKind op = OpKind::Dropout;
     require_type(op, g.node(x), DType::F32, "the input");
     require_type(op, g.node(seed), DType::I32, "the seed");
-    if (g.node(seed).shape.elements() != 2) shape_error(op, "the seed {} must be 2 values", g.node(seed).shape.str());
+    if (g.node(seed).shape.elements() != 2 && g.node(seed).shape.elements() != 4)
+        shape_error(op, "the seed {} must be 2 or 4 values", g.node(seed).shape.str());
     if (!(p >= 0.0f && p < 1.0f)) shape_error(op, "probability {} is outside [0, 1)", p);
     if (p == 0.0f) return x;
     return g.add(op, DType::F32, g.node(x).shape, {x, seed}, DropoutParams{p, salt});

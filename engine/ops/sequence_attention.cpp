@@ -45,19 +45,25 @@ struct DropMask {
     float p = 0.0f, keep_scale = 1.0f;
     uint64_t key = 0;
     int64_t heads = 1, q_len = 1, kv_len = 1;
+    int64_t first_sequence = 0;
 
     DropMask(const Graph& g, const SequenceAttentionParams& params, int64_t q_len_, int64_t kv_len_)
         : heads(params.n_heads), q_len(q_len_), kv_len(kv_len_) {
         if (params.dropout <= 0.0f) return;
         p = params.dropout;
         keep_scale = 1.0f / (1.0f - p);
-        key = kernels::dropout::key(g.node(params.dropout_seed).row<int32_t>(0), params.dropout_salt,
+        const Node& seed = g.node(params.dropout_seed);
+        // A seed of 4 values places this graph's batch at sequence seed[2] of
+        // a larger one (a rank's share of a data-parallel batch): its masks
+        // are that batch's rows'.
+        if (seed.shape.elements() == 4) first_sequence = seed.row<int32_t>(0)[2];
+        key = kernels::dropout::key(seed.row<int32_t>(0), params.dropout_salt,
                                     kernels::dropout::kAttentionDomain);
     }
     bool enabled() const noexcept { return p > 0.0f; }
     // Uniform in [0, 1) with 24 bits from the element's index, compared with p.
     float factor(int64_t b, int64_t h, int64_t i, int64_t j) const noexcept {
-        const auto index = static_cast<uint64_t>(((b * heads + h) * q_len + i) * kv_len + j);
+        const auto index = static_cast<uint64_t>((((first_sequence + b) * heads + h) * q_len + i) * kv_len + j);
         const float u = kernels::dropout::uniform(key, index);
         return u >= p ? keep_scale : 0.0f;
     }
@@ -409,8 +415,8 @@ NodeId sequence_attention(Graph& g, NodeId q, NodeId k, NodeId v, NodeId key_mas
     if (dropout_seed == kNoNode || g.node(dropout_seed).op != OpKind::Input)
         shape_error(op, "attention dropout needs a seed input");
     require_type(op, g.node(dropout_seed), DType::I32, "the dropout seed");
-    if (g.node(dropout_seed).shape.elements() != 2)
-        shape_error(op, "the dropout seed {} must be 2 values", g.node(dropout_seed).shape.str());
+    if (g.node(dropout_seed).shape.elements() != 2 && g.node(dropout_seed).shape.elements() != 4)
+        shape_error(op, "the dropout seed {} must be 2 or 4 values", g.node(dropout_seed).shape.str());
     // The salt: the node's own index, so that every attention node of a graph
     // draws its own masks from the one seed.
     const auto salt = static_cast<uint64_t>(g.size());

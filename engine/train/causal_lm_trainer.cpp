@@ -36,7 +36,10 @@ CausalLmTrainer::CausalLmTrainer(std::unique_ptr<ParamModel> model, int64_t cont
       eval_graph_(build(*model_, rows_.size(), context, false, 0.0f)),
       train_exec_(std::make_unique<Executor>(train_graph_->graph)),
       eval_exec_(std::make_unique<Executor>(eval_graph_->graph)),
-      core_(*model_, options.optimizer(), options.seed, options.accumulation, pool, options.collective) {}
+      core_(*model_, options.optimizer(), options.seed, options.accumulation, pool, options.collective) {
+    train_graph_->first_sequence = rows_.begin;
+    train_graph_->sequences = rows_.size();
+}
 
 StepResult CausalLmTrainer::step(const std::vector<int32_t>& train) {
     CausalTrainGraph& G = *train_graph_;

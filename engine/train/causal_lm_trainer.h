@@ -90,6 +90,7 @@ public:
     // The last step's gradients, flat like the model: averaged over the
     // micro-batches, before clipping.
     const std::vector<float>& gradients() const noexcept { return core_.gradients(); }
+    const GradientSync::Stats* sync_stats() const noexcept { return core_.sync_stats(); }
 
 private:
     int64_t batch_;  // windows per micro-batch, all ranks together

@@ -19,7 +19,7 @@ std::unique_ptr<CausalTrainGraph> build_causal_train_graph(ParamModel& model, in
     int32_t* pos = g.node(out->positions).row<int32_t>(0);
     for (int64_t r = 0; r < rows; ++r) pos[r] = static_cast<int32_t>(r % context);
     const bool use_dropout = training && dropout > 0.0f;
-    if (use_dropout) out->dropout_seed = g.input("dropout_seed", DType::I32, Shape::of({2}));
+    if (use_dropout) out->dropout_seed = g.input("dropout_seed", DType::I32, Shape::of({4}));
     BatchKeyValues attention(batch, use_dropout ? dropout : 0.0f, out->dropout_seed);
     BlockContext ctx;
     ctx.tokens = out->tokens;

@@ -40,8 +40,6 @@ void Optimizer::gather(const Graph& g, const std::vector<NodeId>& grads, bool fi
     });
 }
 
-void Optimizer::sum_gradients(Collective& ranks) { ranks.sum(std::span(grads_)); }
-
 StepResult Optimizer::step(double loss_sum, int64_t micro_batches) {
     StepResult r;
     r.loss = loss_sum / static_cast<double>(micro_batches);

@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/distributed/collective.h"
 #include "engine/graph/graph.h"
 #include "engine/runtime/thread_pool.h"
 #include "engine/train/adamw.h"
@@ -34,8 +33,9 @@ public:
     // Adds the gradient nodes (one per model tensor, in order) of a graph that
     // has just run, times `weight`; `first` starts a new step's sum.
     void gather(const Graph& g, const std::vector<NodeId>& grads, bool first, float weight = 1.0f);
-    // Sums the gathered gradients over the ranks (data-parallel training).
-    void sum_gradients(Collective& ranks);
+    // The gradients gathered so far, flat like the model (GradientSync adds
+    // the last micro-batch's and the other ranks' to them).
+    std::vector<float>& gathered() noexcept { return grads_; }
     // Finishes the step over `micro_batches` gathered batches whose losses sum
     // to loss_sum. A non-finite loss or gradient norm throws kiln::Error("train")
     // before the parameters change.

@@ -101,7 +101,7 @@ std::unique_ptr<Seq2SeqGraph> build_seq2seq_graph(Seq2SeqModel& model, int64_t b
     out->labels = g.input("labels", DType::I32, Shape::of({batch * tgt_len}));
     if (!(dropout >= 0.0f && dropout < 1.0f)) fail("transformer", "dropout {} is outside [0, 1)", dropout);
     const float p = training ? dropout : 0.0f;
-    if (p > 0.0f) out->dropout_seed = g.input("dropout_seed", DType::I32, Shape::of({2}));
+    if (p > 0.0f) out->dropout_seed = g.input("dropout_seed", DType::I32, Shape::of({4}));
     const Dropout drop{out->dropout_seed, p};
 
     // Sinusoidal positions of every row, a constant input made where the embedding needs it.

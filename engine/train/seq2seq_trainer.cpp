@@ -54,7 +54,10 @@ Seq2SeqTrainer::Seq2SeqTrainer(const Seq2SeqTrainOptions& options, const Reverse
       eval_graph_(build_seq2seq_graph(*model_, rows_.size(), task.sequence_length(), task.sequence_length(), false)),
       train_exec_(std::make_unique<Executor>(train_graph_->graph)),
       eval_exec_(std::make_unique<Executor>(eval_graph_->graph)),
-      core_(*model_, options_.optimizer, options_.seed, 1, pool, options_.collective) {}
+      core_(*model_, options_.optimizer, options_.seed, 1, pool, options_.collective) {
+    train_graph_->first_sequence = rows_.begin;
+    train_graph_->sequences = rows_.size();
+}
 
 void Seq2SeqTrainer::restore(const LoadedSeq2Seq& checkpoint) {
     if (!checkpoint.training) fail("train", "the checkpoint holds no training state");

@@ -73,6 +73,7 @@ public:
     // Positions the graph runs per step: every source and target row of the batch.
     int64_t tokens_per_step() const override { return 2 * options_.batch * task_.sequence_length(); }
     void write(const std::filesystem::path& path, DType type, const TrainingState* training) const override;
+    const GradientSync::Stats* sync_stats() const override { return core_.sync_stats(); }
     bool logs_accuracy() const override { return true; }
     std::string description() const override;
     std::string evaluation_line(const Evaluation& e, double loss) const override;

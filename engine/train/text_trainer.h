@@ -37,6 +37,7 @@ public:
     void write(const std::filesystem::path& path, DType type, const TrainingState* training) const override {
         writer_(path, type, training);
     }
+    const GradientSync::Stats* sync_stats() const override { return lm_->sync_stats(); }
     bool logs_accuracy() const override { return false; }
     std::string description() const override { return text_.description + "; " + model_; }
     std::string evaluation_line(const Evaluation& e, double loss) const override;

@@ -11,12 +11,16 @@ namespace kiln::train {
 
 struct TrainGraph {
     Graph graph;
-    NodeId dropout_seed = kNoNode;  // I32[2]; kNoNode when the graph has no dropout
+    NodeId dropout_seed = kNoNode;  // I32[4]; kNoNode when the graph has no dropout
+    // Where this graph's sequences sit in the batch of the whole step (a
+    // rank's share of a data-parallel batch): the dropout masks follow it.
+    int64_t first_sequence = 0, sequences = 0;
     NodeId logits = kNoNode, loss = kNoNode;
     std::vector<NodeId> params;  // per model tensor, in order
     std::vector<NodeId> grads;   // per model tensor (training graphs only)
 
-    // Writes the dropout seed input (ignored when the graph has no dropout).
+    // Writes the dropout seed input (ignored when the graph has no dropout):
+    // the seed, then first_sequence and sequences.
     void set_dropout_seed(uint64_t seed);
     float loss_value() const { return *graph.node(loss).row(0); }
 };

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "engine/core/dtype.h"
+#include "engine/train/gradient_sync.h"
 #include "engine/train/optimizer.h"
 #include "engine/train/param_gguf.h"
 #include "engine/train/param_model.h"
@@ -40,6 +41,9 @@ public:
 
     // The model file kiln runs (matrices in `type`); with a training state, the checkpoint.
     virtual void write(const std::filesystem::path& path, DType type, const TrainingState* training = nullptr) const = 0;
+
+    // Data-parallel: the figures of the gradient sums over the ranks (nullptr alone).
+    virtual const GradientSync::Stats* sync_stats() const { return nullptr; }
 
     // The log has the held-out exact-match columns.
     virtual bool logs_accuracy() const = 0;

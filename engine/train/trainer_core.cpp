@@ -39,15 +39,19 @@ StepResult TrainerCore::step(TrainGraph& g, Executor& exec, const std::function<
         // (No counted target at all: the loss is 0/0, and step() says so.)
         const double share = counted[1] > 0.0 ? counted[0] / counted[1] : 1.0;
         g.set_dropout_seed(seed_ * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(steps_done() * accumulation_ + micro));
-        exec.run(pool_);
-        // Rows with no counted target have a mean loss of 0/0: they add nothing.
-        optimizer_.gather(g.graph, g.grads, micro == 0, static_cast<float>(share));
+        if (ranks.size() > 1 && micro + 1 == accumulation_) {
+            // The last micro-batch: its gradients join the sum over the
+            // ranks bucket by bucket while its backward still runs.
+            if (!sync_ || sync_->graph() != &g) sync_ = std::make_unique<GradientSync>(model_, g, exec, ranks);
+            sync_->run(g, exec, pool_, optimizer_.gathered(), micro == 0, static_cast<float>(share));
+        } else {
+            exec.run(pool_);
+            // Rows with no counted target have a mean loss of 0/0: they add nothing.
+            optimizer_.gather(g.graph, g.grads, micro == 0, static_cast<float>(share));
+        }
         if (share > 0.0) loss_sum += share * g.loss_value();
     }
-    if (ranks.size() > 1) {
-        optimizer_.sum_gradients(ranks);
-        ranks.sum(std::span(&loss_sum, 1));
-    }
+    if (ranks.size() > 1) ranks.sum(std::span(&loss_sum, 1));
     return optimizer_.step(loss_sum, accumulation_);
 }
 

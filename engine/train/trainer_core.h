@@ -6,6 +6,7 @@
 // training state that a checkpoint keeps and a resumed run restores.
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "engine/train/optimizer.h"
 #include "engine/train/param_gguf.h"
 #include "engine/train/param_model.h"
+#include "engine/train/gradient_sync.h"
 #include "engine/train/rng.h"
 #include "engine/train/train_graph.h"
 
@@ -65,6 +67,8 @@ public:
     ThreadPool& pool() noexcept { return pool_; }
     // The ranks this trainer shares its batches with (a SingleProcess when alone).
     Collective& collective() noexcept { return *collective_; }
+    // Data-parallel: the gradient sums' figures so far (nullptr alone).
+    const GradientSync::Stats* sync_stats() const noexcept { return sync_ ? &sync_->stats() : nullptr; }
     // The last step's gradients, flat like the model: averaged over the
     // micro-batches, before clipping.
     const std::vector<float>& gradients() const noexcept { return optimizer_.gradients(); }
@@ -78,6 +82,7 @@ private:
     Rng rng_;
     SingleProcess alone_;
     Collective* collective_;
+    std::unique_ptr<GradientSync> sync_;  // data-parallel: for the training graph
 };
 
 }  // namespace kiln::train
