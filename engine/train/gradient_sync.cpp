@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <string_view>
 
 namespace kiln::train {
 
@@ -66,7 +68,14 @@ void GradientSync::run(TrainGraph& g, Executor& exec, ThreadPool& pool, std::vec
         ranks_.start_sum(buckets_[k].values);
         ranks_.progress_sums();
     };
-    exec.run(pool, &hooks_);
+    // KILN_OVERLAP_SUMS=0 starts every sum after backward instead, to measure what the overlap saves.
+    static const bool overlap = [] {
+        const char* env = std::getenv("KILN_OVERLAP_SUMS");
+        return env == nullptr || std::string_view(env) != "0";
+    }();
+    exec.run(pool, overlap ? &hooks_ : nullptr);
+    if (!overlap)
+        for (size_t k = 0; k < buckets_.size(); ++k) hooks_.call(k);
     const auto ran = clock::now();
     if (!late_.tensors.empty()) {
         fill(late_, g, grads, first, weight, late_);
