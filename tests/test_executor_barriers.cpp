@@ -89,3 +89,46 @@ TEST_CASE("a chain waits before every node, and reuse of a buffer still being re
         REQUIRE(h.node(out).row(0)[i] == Approx(std::max(s, 0.0) + s).epsilon(1e-5).margin(1e-6));
     }
 }
+
+TEST_CASE("run hooks see every step up to theirs finished while the threads go on", "[graph][barriers][threads]") {
+    // a = w1 x, b = w2 x (beside a), c = a + b: a hook after b reads a and b
+    // whole on thread 0 while the other threads compute c.
+    Graph g;
+    const int64_t k = 40, m = 36, tokens = 7;
+    const auto w1v = random_floats(static_cast<size_t>(k * m), 4), w2v = random_floats(static_cast<size_t>(k * m), 5);
+    const NodeId x = g.input("x", DType::F32, Shape::of({k, tokens}));
+    const NodeId a = ops::matmul(g, g.weight("w1", DType::F32, Shape::of({k, m}), w1v.data()), x);
+    const NodeId b = ops::matmul(g, g.weight("w2", DType::F32, Shape::of({k, m}), w2v.data()), x);
+    const NodeId c = ops::add(g, a, b);
+    g.mark_output(a);
+    g.mark_output(b);
+    g.mark_output(c);
+    Executor exec(g);
+    const size_t after_b = exec.step_of(b);
+    REQUIRE(after_b != Executor::npos);
+    CHECK(exec.step_of(a) < after_b);
+    CHECK(exec.step_of(x) == Executor::npos);  // an input: no step computes it
+    const auto xv = random_floats(static_cast<size_t>(k * tokens), 6);
+    std::memcpy(g.node(x).data, xv.data(), xv.size() * sizeof(float));
+    for (int threads : {1, 2, 3}) {
+        ThreadPool pool(threads);
+        std::vector<float> seen;
+        int calls = 0;
+        RunHooks hooks{{after_b}, [&](size_t index) {
+                           CHECK(index == 0);
+                           ++calls;
+                           for (NodeId id : {a, b}) {
+                               const float* v = g.node(id).row(0);
+                               seen.insert(seen.end(), v, v + m * tokens);
+                           }
+                       }};
+        exec.run(pool, &hooks);
+        CHECK(calls == 1);
+        REQUIRE(seen.size() == static_cast<size_t>(2 * m * tokens));
+        for (size_t i = 0; i < static_cast<size_t>(m * tokens); ++i) {
+            CHECK(seen[i] == g.node(a).row(0)[i]);
+            CHECK(seen[static_cast<size_t>(m * tokens) + i] == g.node(b).row(0)[i]);
+            CHECK(g.node(c).row(0)[i] == seen[i] + seen[static_cast<size_t>(m * tokens) + i]);
+        }
+    }
+}
