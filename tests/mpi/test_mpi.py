@@ -22,6 +22,13 @@ ONLY = sys.argv[5:]
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
            # Loopback only: no network interface is needed or probed.
            OMPI_MCA_btl="self,vader,tcp", OMPI_MCA_btl_tcp_if_include="lo", OMPI_MCA_oob_tcp_if_include="lo")
+# Under ASan+UBSan (scripts/test.sh --sanitize) the ranks run with LeakSanitizer
+# off: Open MPI 4.1 leaves allocations of its dlopen'ed components at exit,
+# reported from unknown modules that no suppression can name. kiln's own
+# code of these jobs runs under LeakSanitizer in the thread-rank tests
+# (tests/test_distributed_threads.cpp); ASan and UBSan stay on here.
+if "ASAN_OPTIONS" in ENV:
+    ENV["ASAN_OPTIONS"] += ":detect_leaks=0"
 MPIRUN = ["mpirun", "--oversubscribe", "--bind-to", "none"]
 LIMIT = 120  # seconds for any one job
 

@@ -40,6 +40,13 @@ void sum_in_pieces(std::span<T> values, MPI_Datatype type) {
     }
 }
 
+void finalize_once() {
+    int initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (initialized && !finalized) MPI_Finalize();
+}
+
 }  // namespace
 
 struct World::Pending {
@@ -57,6 +64,9 @@ World::World(std::string_view tool) : pending_(std::make_unique<Pending>()) {
     // makes every MPI call, even from inside a graph run.
     check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
     joined_ = true;
+    // A rank that leaves through exit() (--help, --version) still finalizes,
+    // so that mpirun does not report it as a rank that died.
+    std::atexit(finalize_once);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
     // Errors come back as codes (check() turns them into kiln::Error) rather
@@ -66,7 +76,7 @@ World::World(std::string_view tool) : pending_(std::make_unique<Pending>()) {
 }
 
 World::~World() {
-    if (joined_) MPI_Finalize();
+    if (joined_) finalize_once();
 }
 
 void World::sum(std::span<float> values) {
