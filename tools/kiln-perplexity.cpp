@@ -170,16 +170,18 @@ int run(const Options& o, kiln::mpi::World& world) {
         throw kiln::cli::UsageError("--kl-base needs the logits on one process: run it alone, or with --layer-split");
     auto file = std::make_shared<kiln::GgufFile>(kiln::GgufFile::open(o.model));
     if (o.check_tensors) kiln::cli::check_tensors(*file);
-    const std::string text = kiln::cli::read_prompt_file(o.text);
+    // A layer split: rank 0 runs everything below through the stages; the
+    // other ranks evaluate their blocks when asked, until rank 0's model is
+    // gone. They never see the text.
+    const bool split_layers = o.layer_split.on && world.size() > 1;
+    const std::string text = !split_layers || leader ? kiln::cli::read_prompt_file(o.text) : std::string();
     if (world.size() > 1) {
         // Every rank must score the same text with the same model.
         world.require_same(fmt::format("model file ({})", o.model), kiln::file_content_hash(o.model));
-        world.require_same(fmt::format("text ({})", o.text), kiln::content_hash(std::as_bytes(std::span(text))));
+        if (!split_layers)
+            world.require_same(fmt::format("text ({})", o.text), kiln::content_hash(std::as_bytes(std::span(text))));
     }
 
-    // A layer split: rank 0 runs everything below through the stages; the
-    // other ranks evaluate their blocks when asked, until rank 0's model is gone.
-    const bool split_layers = o.layer_split.on && world.size() > 1;
     std::string plan;
     const std::unique_ptr<kiln::CausalLm> model =
         split_layers ? kiln::load_layer_split(file, o.placement, world, o.layer_split.weights, &plan)

@@ -178,7 +178,10 @@ Options parse(int argc, char** argv) {
             prompt_given = true;
         } else if (flag == "-f" || flag == "--file") {
             if (prompt_given) usage_error("give either -p or -f, not both");
-            o.prompt = read_prompt_file(args.value(flag));
+            // Under mpirun (--layer-split) rank 0 alone reads the prompt: the
+            // others never see it, and may not have the file or the input.
+            const std::string_view file = args.value(flag);
+            if (kiln::cli::launched_rank().rank == 0) o.prompt = read_prompt_file(file);
             if (!o.prompt.empty() && o.prompt.back() == '\n') o.prompt.pop_back();
             prompt_given = true;
         } else if (flag == "-e" || flag == "--escape") {

@@ -217,6 +217,15 @@ def layer_split_greedy():
         for n in (2, 3):
             got = generate(model, prompt, n, ["--layer-split"])
             assert got == one, f"{os.path.basename(model)} on {n} ranks: {got!r} against {one!r}"
+    # Rank 0 alone reads a prompt file (-f) or standard input (-f -).
+    with open(os.path.join(WORK, "prompt.txt"), "w") as f:
+        f.write("Once upon a time\n")
+    one = generate(STORIES, "Once upon a time", 1)
+    args = [tool("kiln"), "-m", STORIES, "-n", "48", "--temp", "0", "-t", "1", "--layer-split", "-f"]
+    assert run(args + ["prompt.txt"], 2).stdout == one
+    cmd = MPIRUN + ["-np", "2"] + args + ["-"]
+    p = subprocess.run(cmd, cwd=WORK, env=ENV, input="Once upon a time\n", capture_output=True, text=True, timeout=LIMIT)
+    assert p.returncode == 0 and p.stdout == one, p.stderr[-2000:]
 
 
 def different_files():
