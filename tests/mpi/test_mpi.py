@@ -43,7 +43,8 @@ def run(args, ranks=1, limit=LIMIT, expect=0):
     """Runs a tool alone (ranks 1, no mpirun) or under mpirun -np ranks."""
     cmd = (MPIRUN + ["-np", str(ranks)] + args) if ranks > 1 else args
     try:
-        p = subprocess.run(cmd, cwd=WORK, env=ENV, capture_output=True, text=True, timeout=limit)
+        p = subprocess.run(cmd, cwd=WORK, env=ENV, capture_output=True, text=True, timeout=limit,
+                           stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         raise AssertionError(f"timed out after {limit} s: {' '.join(cmd)}")
     if expect is not None and p.returncode != expect:
@@ -155,7 +156,8 @@ def killed_rank():
             os.remove(path)
     flags = GPT + ["--iters", "100000", "--eval-interval", "1000", "--checkpoint-interval", "5", "--decay-iters", "100000"]
     cmd = MPIRUN + ["-np", "2", tool("kiln-train")] + flags + ["-o", output]
-    job = subprocess.Popen(cmd, cwd=WORK, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    job = subprocess.Popen(cmd, cwd=WORK, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           stdin=subprocess.DEVNULL)
     try:
         deadline = time.time() + LIMIT
         while not os.path.exists(ckpt) and time.time() < deadline and job.poll() is None:
@@ -235,7 +237,7 @@ def different_files():
         g.write(f.read()[:-1] + "!")
     base = [tool("kiln-train")] + GPT + ["--iters", "2", "-o", "diff.gguf"]
     cmd = MPIRUN + ["-np", "1"] + base + [":", "-np", "1"] + [a if a != TEXT else other for a in base]
-    p = subprocess.run(cmd, cwd=WORK, env=ENV, capture_output=True, text=True, timeout=LIMIT)
+    p = subprocess.run(cmd, cwd=WORK, env=ENV, capture_output=True, text=True, timeout=LIMIT, stdin=subprocess.DEVNULL)
     assert p.returncode != 0 and "rank 1 has a different training text" in p.stderr, p.stderr[-2000:]
     assert not os.path.exists(os.path.join(WORK, "diff.gguf"))
     gpt2 = os.path.join(REPO, "models", "shakespeare-char.gguf")
@@ -244,7 +246,8 @@ def different_files():
         if t == "kiln":
             args += ["--layer-split", "-n", "4"]
         cmd = MPIRUN + ["-np", "1"] + args + [":", "-np", "1"] + [gpt2 if a == STORIES else a for a in args]
-        p = subprocess.run(cmd, cwd=WORK, env=ENV, capture_output=True, text=True, timeout=LIMIT)
+        p = subprocess.run(cmd, cwd=WORK, env=ENV, capture_output=True, text=True, timeout=LIMIT,
+                           stdin=subprocess.DEVNULL)
         assert p.returncode != 0 and "rank 1 has a different model file" in p.stderr, f"{t}: {p.stderr[-2000:]}"
         assert p.stderr.count("different model file") == 1, f"{t}: said more than once:\n{p.stderr}"
 
