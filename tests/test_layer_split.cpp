@@ -64,7 +64,7 @@ std::vector<std::vector<float>> whole(const CausalLm& lm, const std::vector<int3
 void check_stages_match(const std::filesystem::path& path, const std::vector<LayerStage>& plan) {
     ThreadPool pool(2);
     const auto file = open_model(path);
-    const std::vector<int32_t> prompt{1, 9, 33, 7, 12};
+    const std::vector<int32_t> prompt{1, 9, 23, 7, 12};  // ids every fixture vocabulary has
     const auto reference = whole(*load_causal_lm(file), prompt, pool);
     std::vector<std::unique_ptr<DecoderLm>> stages;
     for (const LayerStage& s : plan) stages.push_back(stage_of(file, s));
@@ -87,6 +87,19 @@ TEST_CASE("a llama split into stages gives the whole model's logits bit for bit"
 TEST_CASE("a gpt2 split into stages gives the whole model's logits bit for bit", "[layer_split]") {
     // shakespeare-char has 4 blocks, learned positions and a tied head.
     check_stages_match(test::source_dir() / "models" / "shakespeare-char.gguf", {{0, 1}, {1, 3}, {3, 4}});
+}
+
+TEST_CASE("gemma, gemma2 and phi3 split into stages give the whole model's logits bit for bit", "[layer_split]") {
+    // The PyTorch-checked fixtures of test_llama_family.cpp (two blocks each):
+    // Gemma 2's post norms, soft caps and sliding window, phi3's LongRoPE factors in every stage.
+    for (const char* name : {"gemma/gemma", "gemma/gemma2", "phi3/phi3", "phi3/phi3_longrope"}) {
+        INFO(name);
+        const auto path = test::fixtures_dir() / (std::string(name) + ".gguf");
+        const GgufFile file = GgufFile::open(path);
+        const int64_t blocks = file.get_int(file.get_string("general.architecture") + ".block_count");
+        REQUIRE(blocks >= 2);
+        check_stages_match(path, {{0, 1}, {1, blocks}});
+    }
 }
 
 TEST_CASE("a stage places only its own tensors", "[layer_split]") {

@@ -188,8 +188,7 @@ std::unique_ptr<CausalLm> load_layer_split(std::shared_ptr<const GgufFile> file,
     try {
         local = load_decoder_stage(file, placement, [&](const DecoderArch& arch) {
             if (!arch.builds_stages())
-                throw CollectiveError("model", fmt::format("architecture '{}' cannot be split by layers yet (llama, "
-                                                           "qwen2, minicpm and gpt2 can)", arch.name()));
+                throw CollectiveError("model", fmt::format("architecture '{}' cannot be split by layers", arch.name()));
             std::vector<LayerStage> stages = plan_layer_split(*file, arch, weights, ranks.size());
             if (description != nullptr) *description = describe_layer_split(*file, arch, stages);
             return stages[static_cast<size_t>(ranks.rank())];

@@ -99,7 +99,7 @@ LayerStage checked_stage(const DecoderArch& arch, LayerStage stage) {
     const int64_t n_layers = arch.shape().n_layers;
     if (stage.begin() == 0 && stage.ends_model(n_layers)) return stage;
     if (!arch.builds_stages())
-        fail("model", "architecture '{}' cannot be split by layers yet (llama, qwen2, minicpm and gpt2 can)", arch.name());
+        fail("model", "architecture '{}' cannot be split by layers", arch.name());
     if (stage.begin() < 0 || stage.end(n_layers) <= stage.begin() || stage.end(n_layers) > n_layers)
         fail("model", "layers {}..{} are not a range of this model's {} blocks", stage.begin(), stage.end(n_layers) - 1,
              n_layers);

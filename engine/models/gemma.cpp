@@ -22,9 +22,13 @@ NodeId gemma_forward(Graph& g, const arch::GemmaParams& p, const arch::GemmaTens
     // Post norms exist in Gemma 2 only.
     const auto post_norm = [&](NodeId x, NodeId weight) { return weight != kNoNode ? norm(x, weight) : x; };
     // The width's square root as the float llama.cpp and Hugging Face multiply with.
-    NodeId x = ops::scale(g, ops::get_rows(g, w.token_embd, ctx.tokens), std::sqrt(static_cast<float>(l.dim)));
-    x = ctx.dropout.apply(g, x);
-    for (size_t i = 0; i < w.layers.size(); ++i) {
+    const auto n_layers = static_cast<int64_t>(w.layers.size());
+    NodeId x = ctx.stage.hidden;
+    if (x == kNoNode) {
+        x = ops::scale(g, ops::get_rows(g, w.token_embd, ctx.tokens), std::sqrt(static_cast<float>(l.dim)));
+        x = ctx.dropout.apply(g, x);
+    }
+    for (auto i = static_cast<size_t>(ctx.stage.begin()); i < static_cast<size_t>(ctx.stage.end(n_layers)); ++i) {
         const arch::GemmaLayerTensors<NodeId>& L = w.layers[i];
         const auto layer = static_cast<int64_t>(i);
         const HeadLayout heads{l.n_heads, l.n_kv_heads, l.head_dim(), p.query_scale, p.attn_softcap,
@@ -39,6 +43,7 @@ NodeId gemma_forward(Graph& g, const arch::GemmaParams& p, const arch::GemmaTens
         const NodeId gated = ops::mul(g, ops::gelu(g, ops::matmul(g, L.ffn_gate, h)), ops::matmul(g, L.ffn_up, h));
         x = ops::add(g, x, ctx.dropout.apply(g, post_norm(ops::matmul(g, L.ffn_down, gated), L.post_ffw_norm)));
     }
+    if (!ctx.stage.ends_model(n_layers)) return x;  // the next stage's input
     if (ctx.last_only && ctx.n > 1) x = ops::slice_rows(g, x, ctx.n - 1, 1);
     const NodeId logits = ops::matmul(g, w.token_embd, norm(x, w.output_norm));
     return p.final_softcap > 0.0f ? ops::softcap(g, logits, p.final_softcap) : logits;
@@ -49,8 +54,11 @@ public:
     explicit GemmaDecoder(arch::GemmaParams p)
         : DecoderArch(std::string(p.gemma2 ? arch::kGemma2 : arch::kGemma),
                       {p.llama.n_vocab, p.llama.n_layers, p.llama.kv_dim(), p.llama.n_ctx_train, false,
-                       p.llama.head_dim()}),
+                       p.llama.head_dim()},
+                      p.llama.dim),
           params_(std::move(p)) {}
+
+    bool builds_stages() const noexcept override { return true; }
 
     NodeId forward(Graph& g, const BlockContext& ctx, const WeightLeaves& weights) const override {
         const auto leaf = [&](const arch::TensorSpec& s) { return weights(g, s); };

@@ -24,8 +24,9 @@ NodeId phi3_forward(Graph& g, const arch::Phi3Params& p, const arch::Phi3Tensors
     const NodeId factors = context > l.rope_scaling.original_context ? w.rope_factors_long : w.rope_factors_short;
     const HeadLayout heads{l.n_heads, l.n_kv_heads, l.head_dim(), 0.0f, 0.0f, p.sliding_window};
     const int64_t d = l.dim, kv = l.kv_dim(), ffn = l.ffn_dim;
-    NodeId x = ctx.dropout.apply(g, ops::get_rows(g, w.token_embd, ctx.tokens));
-    for (size_t i = 0; i < w.layers.size(); ++i) {
+    const auto n_layers = static_cast<int64_t>(w.layers.size());
+    NodeId x = ctx.stage.hidden != kNoNode ? ctx.stage.hidden : ctx.dropout.apply(g, ops::get_rows(g, w.token_embd, ctx.tokens));
+    for (auto i = static_cast<size_t>(ctx.stage.begin()); i < static_cast<size_t>(ctx.stage.end(n_layers)); ++i) {
         const arch::Phi3LayerTensors<NodeId>& L = w.layers[i];
         NodeId h = ops::rms_norm(g, x, L.attn_norm, l.norm_eps);
         // One product with the fused matrix, then its q, k and v parts.
@@ -40,6 +41,7 @@ NodeId phi3_forward(Graph& g, const arch::Phi3Params& p, const arch::Phi3Tensors
         const NodeId gated = ops::swiglu(g, ops::slice_columns(g, gate_up, 0, ffn), ops::slice_columns(g, gate_up, ffn, ffn));
         x = ops::add(g, x, ctx.dropout.apply(g, ops::matmul(g, L.ffn_down, gated)));
     }
+    if (!ctx.stage.ends_model(n_layers)) return x;  // the next stage's input
     if (ctx.last_only && ctx.n > 1) x = ops::slice_rows(g, x, ctx.n - 1, 1);
     return ops::matmul(g, w.output, ops::rms_norm(g, x, w.output_norm, l.norm_eps));
 }
@@ -49,8 +51,11 @@ public:
     explicit Phi3Decoder(arch::Phi3Params p)
         : DecoderArch(std::string(arch::kPhi3),
                       {p.llama.n_vocab, p.llama.n_layers, p.llama.kv_dim(), p.llama.n_ctx_train, false,
-                       p.llama.head_dim()}),
+                       p.llama.head_dim()},
+                      p.llama.dim),
           params_(std::move(p)) {}
+
+    bool builds_stages() const noexcept override { return true; }
 
     NodeId forward(Graph& g, const BlockContext& ctx, const WeightLeaves& weights) const override {
         const auto leaf = [&](const arch::TensorSpec& s) { return weights(g, s); };
