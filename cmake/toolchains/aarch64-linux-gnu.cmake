@@ -22,6 +22,10 @@ set(ENV{PKG_CONFIG_LIBDIR} /usr/lib/${KILN_AARCH64_TRIPLE}/pkgconfig:/usr/share/
 
 # The build machine's CPU says nothing about the target's: no -march=native.
 set(KILN_NATIVE OFF CACHE BOOL "Generate code for the build machine's CPU (-march=native)")
+# The host's Open MPI is x86-64 (its mpicxx would be found, its libraries not
+# linked): the cross build runs its tools alone. (An aarch64 MPI build would
+# need libopenmpi-dev:arm64 and the ranks under qemu.)
+set(KILN_MPI OFF CACHE BOOL "Build the tools that run under mpirun with MPI (needs Open MPI)")
 
 # ctest (and the tests that start kiln's programs, tests/support/run_tool.cpp)
 # run the aarch64 binaries under user-mode qemu, so binfmt_misc need not be set
