@@ -307,7 +307,9 @@ void neon_matmul(DType type, int64_t k, const void* w, size_t w_stride, int64_t 
         scalar_matmul_kernels().matmul(type, k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride, claims);
 }
 
-#if defined(__ARM_FEATURE_DOTPROD)
+#if defined(__ARM_FEATURE_MATMUL_INT8) && defined(__ARM_FEATURE_DOTPROD)
+constexpr MatmulKernels kNeon{"neon-i8mm", neon_prepare_row, neon_matmul};
+#elif defined(__ARM_FEATURE_DOTPROD)
 constexpr MatmulKernels kNeon{"neon-dotprod", neon_prepare_row, neon_matmul};
 #else
 constexpr MatmulKernels kNeon{"neon", neon_prepare_row, neon_matmul};
@@ -315,8 +317,9 @@ constexpr MatmulKernels kNeon{"neon", neon_prepare_row, neon_matmul};
 
 }  // namespace
 
-// The "neon-dotprod" kernel target is chosen only on a CPU with sdot
-// (kernel_targets.cpp), and NEON is part of every aarch64 CPU.
+// The "neon-dotprod" kernel target is chosen only on a CPU with sdot, the
+// "neon-i8mm" one only on a CPU with sdot and SMMLA (kernel_targets.cpp), and
+// NEON is part of every aarch64 CPU.
 const MatmulKernels* neon_matmul_kernels() noexcept { return &kNeon; }
 
 }  // namespace kiln::kernels::detail
