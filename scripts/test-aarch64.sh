@@ -7,7 +7,8 @@
 # Environment:
 #   JOBS=N             parallel compiles and tests (default: nproc)
 #   QEMU_CPU=name      the emulated CPU (qemu's default, "max", has every
-#                      feature, sdot included; cortex-a53 is a plain ARMv8.0 core)
+#                      feature, sdot and smmla included; cortex-a76 has sdot
+#                      without smmla; cortex-a53 is a plain ARMv8.0 core)
 #   KILN_SHARED_DIR    the folder with models/ (default: ../shared)
 #   KILN_X86_BUILD     the host build whose kiln the greedy text is compared with
 #                      (default: build/; built there, kiln alone, when missing)

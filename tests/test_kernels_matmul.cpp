@@ -16,6 +16,8 @@
 //  * prepare_row of every set against quant::q8_0_from_float_ref (and Q8_K's), byte for byte,
 //    on random rows, exact rounding ties and special values.
 //  * The matmul sets of the kernel targets (kernel_targets.h).
+//  * The NEON sets' Q8_0/Q4_0 bits under any row split and token batch (their
+//    promise; the SMMLA GEMM of neon-i8mm pairs odd rows and tokens itself).
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -269,6 +271,47 @@ TEST_CASE("matmul: rows claimed by several threads equal one call bit for bit", 
                 for (std::thread& t : threads) t.join();
                 INFO(describe(*set, o, 0, o.rows));
                 REQUIRE(std::memcmp(whole.out.data(), claimed.out.data(), whole.out.size() * sizeof(float)) == 0);
+            }
+        }
+    }
+}
+
+// The NEON sets promise more than whole row tiles (matmul_neon.cpp,
+// matmul_neon_i8mm.cpp): a Q8_0 or Q4_0 output's arithmetic does not depend on
+// the rows or tokens computed beside it, so any row split gives the same bits,
+// and so does a batch of other tokens (of 2 or more: one token alone takes the
+// decode tiles, whose float rounding the neon-i8mm set's GEMM does not share).
+// Odd row counts and starts, odd token counts (the SMMLA GEMM pairs the last
+// row or token with itself) and several blocks per row; against the scalar set
+// within the tolerance above.
+TEST_CASE("matmul: the NEON sets' Q8_0 and Q4_0 bits do not depend on the rows or tokens beside them",
+          "[kernels][matmul]") {
+    uint32_t seed = 1300;
+    for (DType type : {DType::Q8_0, DType::Q4_0}) {
+        for (int64_t n_tokens : {2, 3, 5, 17}) {
+            const Operands o = make_operands(type, 37, 5 * 32, n_tokens, seed++);
+            const std::vector<double> mag = magnitudes(o);
+            const Result want = run(scalar_matmul_kernels(), o, 0, o.rows);
+            for (const MatmulKernels* set : available_matmul_kernels()) {
+                if (!set->name.starts_with("neon")) continue;
+                INFO(describe(*set, o, 0, o.rows));
+                const Result whole = run(*set, o, 0, o.rows);
+                check_result(describe(*set, o, 0, o.rows), o, whole, 0, o.rows, mag, 1e-6, [&](int64_t t, int64_t r) {
+                    return static_cast<double>(want.out[t * want.out_stride + r]);
+                });
+                // Rows in uneven pieces with odd starts, as a split off the tiles would give.
+                Result split{whole.out_stride, std::vector<float>(whole.out.size(), kSentinel)};
+                const std::pair<int64_t, int64_t> pieces[] = {{0, 1}, {1, 4}, {4, 9}, {9, 37}};
+                for (auto [a, b] : pieces)
+                    set->matmul(o.type, o.k, o.w.data(), o.w_stride, a, b, o.x.data(), o.x_stride, o.n_tokens,
+                                split.out.data(), split.out_stride, nullptr);
+                CHECK(std::memcmp(whole.out.data(), split.out.data(), whole.out.size() * sizeof(float)) == 0);
+                // Tokens 1.. alone: an odd first token of the pairs becomes an even one.
+                if (n_tokens < 3) continue;
+                std::vector<float> rest(static_cast<size_t>((n_tokens - 1) * whole.out_stride), kSentinel);
+                set->matmul(o.type, o.k, o.w.data(), o.w_stride, 0, o.rows, o.x.data() + o.x_stride, o.x_stride,
+                            n_tokens - 1, rest.data(), whole.out_stride, nullptr);
+                CHECK(std::memcmp(whole.out.data() + whole.out_stride, rest.data(), rest.size() * sizeof(float)) == 0);
             }
         }
     }

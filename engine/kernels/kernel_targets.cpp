@@ -24,6 +24,9 @@ KILN_DECLARE_TARGET(avx512_vnni)
 #if KILN_TARGET_AVX2
 KILN_DECLARE_TARGET(avx2)
 #endif
+#if KILN_TARGET_NEON_I8MM
+KILN_DECLARE_TARGET(neon_i8mm)
+#endif
 #if KILN_TARGET_NEON_DOTPROD
 KILN_DECLARE_TARGET(neon_dotprod)
 #endif
@@ -44,6 +47,8 @@ bool always() noexcept { return true; }
 [[maybe_unused]] bool has_v4_vnni() noexcept { return cpu_features().avx512_vnni; }
 [[maybe_unused]] bool has_v3() noexcept { return cpu_features().x86_64_v3; }
 [[maybe_unused]] bool has_dotprod() noexcept { return cpu_features().arm_dotprod; }
+// The neon-i8mm target is compiled with +dotprod+i8mm: it needs both.
+[[maybe_unused]] bool has_dotprod_i8mm() noexcept { return cpu_features().arm_dotprod && cpu_features().arm_i8mm; }
 
 // Best first; the baseline (or the native target) last.
 constexpr BuiltTarget kBuilt[] = {
@@ -55,6 +60,9 @@ constexpr BuiltTarget kBuilt[] = {
 #endif
 #if KILN_TARGET_AVX2
     {kiln_kernels_avx2, has_v3},
+#endif
+#if KILN_TARGET_NEON_I8MM
+    {kiln_kernels_neon_i8mm, has_dotprod_i8mm},
 #endif
 #if KILN_TARGET_NEON_DOTPROD
     {kiln_kernels_neon_dotprod, has_dotprod},

@@ -2,11 +2,12 @@
 // Kernel targets: the kernel sources compiled once per instruction set into one
 // binary (kernel_table.h says how), and the one chosen at start-up. On x86-64
 // a default build has "avx512-vnni" (x86-64-v4 with VNNI), "avx2" (x86-64-v3)
-// and the baseline; an aarch64 build has "neon" (its baseline) and
-// "neon-dotprod"; a -DKILN_NATIVE=ON build has the one target "native",
-// compiled for the build machine. Every list ends with "scalar": the baseline's
-// row kernels with the plain scalar matmul reference. (The x86-64 baseline has
-// no matmul set of its own, so there "scalar" is the baseline.)
+// and the baseline; an aarch64 build has "neon-i8mm" (sdot and SMMLA),
+// "neon-dotprod" and "neon" (its baseline); a -DKILN_NATIVE=ON build has the
+// one target "native", compiled for the build machine. Every list ends with
+// "scalar": the baseline's row kernels with the plain scalar matmul reference.
+// (The x86-64 baseline has no matmul set of its own, so there "scalar" is the
+// baseline.)
 //
 // KILN_KERNELS=name picks a target for the process; a name this build lacks,
 // or one this CPU cannot run, is an error that stops the process with one line

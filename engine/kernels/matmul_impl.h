@@ -33,7 +33,7 @@ inline bool cpu_has_f16c() noexcept {
 // the kernel targets that compile the set (targets.cmake).
 const MatmulKernels* avx512_vnni_matmul_kernels() noexcept;
 const MatmulKernels* avx2_matmul_kernels() noexcept;
-const MatmulKernels* neon_matmul_kernels() noexcept;  // "neon", or "neon-dotprod" when built with sdot
+const MatmulKernels* neon_matmul_kernels() noexcept;  // "neon"; "neon-dotprod" with sdot; "neon-i8mm" with SMMLA too
 
 // A 64-byte aligned block of at least `bytes` bytes owned by the calling thread,
 // valid until this thread's next call. Grows and never shrinks, so steady-state

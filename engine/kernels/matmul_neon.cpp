@@ -1,9 +1,12 @@
 // The "neon" kernel set (aarch64): 128-bit NEON vectors for F32, F16 and BF16
 // weights, and int8 block dot products for Q8_0 and Q4_0 (against Q8_0
 // activations). Compiled with __ARM_FEATURE_DOTPROD (-march=armv8.2-a+dotprod)
-// the same source is the "neon-dotprod" set, whose int8 products use `sdot`
-// (the kernel target of that name, engine/kernels/targets.cmake). The K-quants are in
-// matmul_neon_kquants.cpp; every other type runs the scalar reference.
+// the same source is the "neon-dotprod" set, whose int8 products use `sdot`;
+// compiled with __ARM_FEATURE_MATMUL_INT8 too (+dotprod+i8mm), the
+// "neon-i8mm" set, whose Q8_0 and Q4_0 products of 2 tokens or more take the
+// SMMLA GEMM of matmul_neon_i8mm.cpp (the kernel targets of those names,
+// engine/kernels/targets.cmake). The K-quants are in matmul_neon_kquants.cpp;
+// every other type runs the scalar reference.
 //
 // The float kernels are the shared xsimd templates (matmul_float_simd.h) with
 // the NEON pieces below.
@@ -25,7 +28,9 @@
 
 #include "engine/core/half.h"
 #include "engine/kernels/matmul_float_simd.h"
+#include "engine/kernels/matmul_neon_blocks.h"
 #include "engine/kernels/matmul_neon_dot.h"
+#include "engine/kernels/matmul_neon_i8mm.h"
 #include "engine/kernels/matmul_neon_kquants.h"
 #include "engine/quant/blocks.h"
 #include "engine/quant/reference.h"
@@ -111,11 +116,10 @@ struct FloatArch<Neon> {
 
 namespace {
 
-inline float half_at(const std::byte* p) noexcept {
-    uint16_t h;
-    std::memcpy(&h, p, 2);
-    return fp16_to_fp32(h);
-}
+using neon::Codes;
+using neon::half_at;
+using neon::load_activation;
+using neon::load_codes;
 
 // One Q8_0 block, byte-identical to quant::q8_0_from_float_ref: the same
 // d = amax / 127 and id = 1 / d, each code x * id rounded half away from zero
@@ -163,28 +167,6 @@ void neon_prepare_row(DType weight_type, const float* x, int64_t k, void* out) n
     for (int64_t b = 0; b < k / 32; ++b) quantize_block_q8_0(x + b * 32, dst + b * sizeof(quant::BlockQ8_0));
 }
 
-// A weight block's 32 signed codes in element order (Q8_0's bytes; Q4_0's
-// nibbles less 8: low nibbles are elements 0-15, high nibbles 16-31).
-struct Codes {
-    int8x16_t lo, hi;
-};
-
-template <DType W>
-inline Codes load_codes(const std::byte* blk) noexcept {
-    const auto* q = reinterpret_cast<const uint8_t*>(blk + 2);
-    if constexpr (W == DType::Q8_0) {
-        return {vreinterpretq_s8_u8(vld1q_u8(q)), vreinterpretq_s8_u8(vld1q_u8(q + 16))};
-    } else {
-        static_assert(W == DType::Q4_0);
-        const uint8x16_t packed = vld1q_u8(q);
-        const int8x16_t eight = vdupq_n_s8(8);
-        return {vsubq_s8(vreinterpretq_s8_u8(vandq_u8(packed, vdupq_n_u8(0x0F))), eight),
-                vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(packed, 4)), eight)};
-    }
-}
-
-inline Codes load_activation(const std::byte* blk) noexcept { return load_codes<DType::Q8_0>(blk); }
-
 // Four int32 lanes whose sum is the block's exact Σ w_j · x_j.
 inline int32x4_t block_dot(Codes w, Codes x) noexcept {
     return neon::dot16(neon::dot16(vdupq_n_s32(0), w.lo, x.lo), w.hi, x.hi);
@@ -195,7 +177,7 @@ inline int32x4_t block_dot(Codes w, Codes x) noexcept {
 template <DType W, int R, int T>
 void quant_tile(int64_t nb, const std::byte* w, size_t w_stride, const std::byte* x, size_t x_stride,
                 const float* dx, float* out, int64_t out_stride) noexcept {
-    constexpr int64_t BB = W == DType::Q8_0 ? sizeof(quant::BlockQ8_0) : sizeof(quant::BlockQ4_0);
+    constexpr int64_t BB = neon::kBlockBytes<W>;
     constexpr int64_t XB = sizeof(quant::BlockQ8_0);
     const std::byte* wr[R];
     const std::byte* xr[T];
@@ -280,6 +262,13 @@ void neon_matmul(DType type, int64_t k, const void* w, size_t w_stride, int64_t 
             break;
         case DType::Q8_0:
         case DType::Q4_0: {
+#if defined(__ARM_FEATURE_MATMUL_INT8)
+            // Prompt batches: the SMMLA GEMM (matmul_neon_i8mm.cpp); one token keeps the tiles below.
+            if (n_tokens >= kI8mmMinTokens) {
+                done = neon_i8mm_matmul(type, k, wb, w_stride, r0, r1, xb, x_stride, n_tokens, out, out_stride, claims);
+                break;
+            }
+#endif
             // Scratch first (it never shrinks): no chunk's call can fail after chunks were claimed.
             auto* dx = reinterpret_cast<float*>(thread_scratch(quant_scratch_bytes(k, n_tokens)));
             if (dx == nullptr) break;
@@ -307,7 +296,9 @@ void neon_matmul(DType type, int64_t k, const void* w, size_t w_stride, int64_t 
         scalar_matmul_kernels().matmul(type, k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride, claims);
 }
 
-#if defined(__ARM_FEATURE_DOTPROD)
+#if defined(__ARM_FEATURE_MATMUL_INT8) && defined(__ARM_FEATURE_DOTPROD)
+constexpr MatmulKernels kNeon{"neon-i8mm", neon_prepare_row, neon_matmul};
+#elif defined(__ARM_FEATURE_DOTPROD)
 constexpr MatmulKernels kNeon{"neon-dotprod", neon_prepare_row, neon_matmul};
 #else
 constexpr MatmulKernels kNeon{"neon", neon_prepare_row, neon_matmul};
@@ -315,8 +306,9 @@ constexpr MatmulKernels kNeon{"neon", neon_prepare_row, neon_matmul};
 
 }  // namespace
 
-// The "neon-dotprod" kernel target is chosen only on a CPU with sdot
-// (kernel_targets.cpp), and NEON is part of every aarch64 CPU.
+// The "neon-dotprod" kernel target is chosen only on a CPU with sdot, the
+// "neon-i8mm" one only on a CPU with sdot and SMMLA (kernel_targets.cpp), and
+// NEON is part of every aarch64 CPU.
 const MatmulKernels* neon_matmul_kernels() noexcept { return &kNeon; }
 
 }  // namespace kiln::kernels::detail

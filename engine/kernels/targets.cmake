@@ -89,6 +89,9 @@ function(kiln_kernel_targets lib)
     kiln_kernel_target(${lib} baseline x86-64 "")
   elseif(CMAKE_SYSTEM_PROCESSOR MATCHES "^(aarch64|arm64|ARM64)$")
     if(KILN_KERNELS_NEON)
+      # The same NEON sources, best first: with SMMLA (FEAT_I8MM, the int8
+      # GEMM of prompt batches) and sdot; with sdot alone.
+      kiln_kernel_target(${lib} neon_i8mm neon-i8mm "-march=armv8.2-a+dotprod+i8mm" NEON)
       kiln_kernel_target(${lib} neon_dotprod neon-dotprod "-march=armv8.2-a+dotprod" NEON)
     endif()
     kiln_kernel_target(${lib} baseline neon "" NEON)
