@@ -76,24 +76,31 @@ def main():
     ap.add_argument("tools")
     ap.add_argument("model")
     ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="rounds of the three training runs, alternating, so that a machine whose speed drifts "
+                         "(a shared VM) weighs on all three alike; the ratios are the medians of the rounds'")
     ap.add_argument("--out")
     a = ap.parse_args()
     shared = os.path.join(HERE, "..", "..", "shared", "data", "tinyshakespeare.txt")
     results = {"cpu": cpu_name(), "cores": os.cpu_count()}
     print(f"CPU: {results['cpu']} ({results['cores']} logical CPUs)")
     with tempfile.TemporaryDirectory() as work:
-        runs = [train(a.tools, work, r, t, a.steps, shared) for r, t in ((1, 1), (1, 2), (2, 1))]
-        results["train"] = runs
-        one, two_threads, two_ranks = (r["tokens_per_s"] for r in runs)
-        print("kiln-train, the default model (4 layers, width 128, context 64, batch 12), median tokens/s:")
-        for r in runs:
-            print(f"  {r['ranks']} rank(s) x {r['threads']} thread(s): {r['tokens_per_s']:.0f}")
-        print(f"  2 ranks / 1 rank of 1 thread: {two_ranks / one:.2f}x (target >= 1.8)")
-        print(f"  2 ranks / 1 rank of 2 threads: {two_ranks / two_threads:.2f}x (target >= 0.9)")
-        s = runs[2]
-        if "sum_mib_per_step" in s:
-            print(f"  gradient sums: {s['sum_mib_per_step']:.2f} MiB per step in {s['buckets']} buckets, "
-                  f"{s['wait_ms_per_step']:.2f} ms per step waited after backward ({s['wait_percent']:.1f}%)")
+        print("kiln-train, the default model (4 layers, width 128, context 64, batch 12), median tokens/s per run:")
+        rounds = []
+        for k in range(a.rounds):
+            runs = [train(a.tools, work, r, t, a.steps, shared) for r, t in ((1, 1), (1, 2), (2, 1))]
+            rounds.append(runs)
+            one, two_threads, two_ranks = (r["tokens_per_s"] for r in runs)
+            s = runs[2]
+            print(f"  round {k + 1}: 1x1 {one:.0f}, 1x2 {two_threads:.0f}, 2 ranks x 1 {two_ranks:.0f}: "
+                  f"{two_ranks / one:.2f}x one thread, {two_ranks / two_threads:.2f}x two threads; sums "
+                  f"{s.get('sum_mib_per_step', 0):.2f} MiB/step in {s.get('buckets', 0)} buckets, "
+                  f"{s.get('wait_ms_per_step', 0):.2f} ms/step waited after backward ({s.get('wait_percent', 0):.1f}%)")
+        results["train"] = rounds
+        vs_one = statistics.median(r[2]["tokens_per_s"] / r[0]["tokens_per_s"] for r in rounds)
+        vs_two = statistics.median(r[2]["tokens_per_s"] / r[1]["tokens_per_s"] for r in rounds)
+        print(f"  median of {a.rounds} rounds: 2 ranks / 1 rank of 1 thread {vs_one:.2f}x (target >= 1.8), "
+              f"/ 1 rank of 2 threads {vs_two:.2f}x (target >= 0.9)")
     rss = [peak_rss(a.tools, a.model, n) for n in (1, 2, 3)]
     results["layer_split_rss"] = rss
     base = rss[0]["peak_rss_mib"][0]
