@@ -69,6 +69,20 @@ void check_same_curve(const Curve& a, const Curve& b) {
     CHECK(a.eval == Approx(b.eval).epsilon(1e-5));
 }
 
+// Logits of a prompt (every row), three tokens after it, and two more after
+// the sequence is cut back to 3 tokens: what the pipeline must follow.
+std::vector<std::vector<float>> run_sequence(CausalSession& session, ThreadPool& pool) {
+    const std::vector<int32_t> prompt{1, 9, 33, 7, 12};
+    const std::vector<int32_t> next{5, 17, 3};
+    std::vector<std::vector<float>> out;
+    const auto keep = [&](std::span<const float> logits) { out.emplace_back(logits.begin(), logits.end()); };
+    keep(session.eval(prompt, pool, true));
+    for (int32_t t : next) keep(session.eval(std::span(&t, 1), pool));
+    session.truncate(0, 3);
+    keep(session.eval(std::span(next).first(2), pool));
+    return out;
+}
+
 }  // namespace
 
 TEST_CASE("data-parallel training on 2 and 3 thread ranks follows one process's loss curve", "[threads][distributed]") {
@@ -92,24 +106,9 @@ TEST_CASE("data-parallel training on 2 and 3 thread ranks follows one process's 
 
 TEST_CASE("the layer pipeline on 3 thread ranks gives one process's logits bit for bit", "[threads][distributed]") {
     const auto file = std::make_shared<GgufFile>(GgufFile::open(test::shared_models_dir() / "stories260K.gguf"));
-    const std::vector<int32_t> prompt{1, 9, 33, 7, 12};
-    const std::vector<int32_t> next{5, 17, 3};
     ThreadPool alone_pool(1);
-    std::vector<std::vector<float>> reference;
-    {
-        const auto whole = load_causal_lm(file);
-        auto session = whole->new_session(32, 1, Executor::Mode::Fast);
-        const auto l = session->eval(prompt, alone_pool, true);
-        reference.emplace_back(l.begin(), l.end());
-        for (int32_t t : next) {
-            const auto n = session->eval(std::span(&t, 1), alone_pool);
-            reference.emplace_back(n.begin(), n.end());
-        }
-        // After a reset and a truncation the pipeline must follow too.
-        session->truncate(0, 3);
-        const auto again = session->eval(std::span(next).first(2), alone_pool);
-        reference.emplace_back(again.begin(), again.end());
-    }
+    const auto whole = load_causal_lm(file);
+    const auto reference = run_sequence(*whole->new_session(32, 1, Executor::Mode::Fast), alone_pool);
     test::ThreadRanks job(3);
     std::vector<std::vector<float>> got;
     job.run([&](Collective& rank) {
@@ -121,18 +120,8 @@ TEST_CASE("the layer pipeline on 3 thread ranks gives one process's logits bit f
             return;
         }
         CHECK(plan.find("on rank 2") != std::string::npos);
-        auto session = lm->new_session(32, 1, Executor::Mode::Fast);
-        const auto l = session->eval(prompt, pool, true);
-        got.emplace_back(l.begin(), l.end());
-        for (int32_t t : next) {
-            const auto n = session->eval(std::span(&t, 1), pool);
-            got.emplace_back(n.begin(), n.end());
-        }
-        session->truncate(0, 3);
-        const auto again = session->eval(std::span(next).first(2), pool);
-        got.emplace_back(again.begin(), again.end());
+        got = run_sequence(*lm->new_session(32, 1, Executor::Mode::Fast), pool);
         CHECK_THROWS_AS(lm->new_session(32, 2, Executor::Mode::Fast), Error);  // one sequence only
-        session.reset();
         lm.reset();  // lets the other ranks go
     });
     REQUIRE(got.size() == reference.size());

@@ -42,8 +42,8 @@ uint64_t tensor_bytes(const GgufFile& file, const DecoderArch& arch, const Layer
 // Rank 0's session: its own stage, then the others in turn.
 class PipelineSession final : public CausalSession {
 public:
-    PipelineSession(std::unique_ptr<SlotDecoderSession> local, Collective& ranks, int64_t n_vocab, int64_t width)
-        : local_(std::move(local)), ranks_(ranks), n_vocab_(n_vocab), width_(width) {}
+    PipelineSession(std::unique_ptr<SlotDecoderSession> local, Collective& ranks, int64_t n_vocab)
+        : local_(std::move(local)), ranks_(ranks), n_vocab_(n_vocab) {}
 
     std::span<const float> eval(std::span<const int32_t> tokens, ThreadPool& pool, bool all_logits) override {
         const auto n = static_cast<int64_t>(tokens.size());
@@ -81,7 +81,7 @@ public:
 private:
     std::unique_ptr<SlotDecoderSession> local_;
     Collective& ranks_;
-    int64_t n_vocab_, width_;
+    int64_t n_vocab_;
     std::vector<float> logits_;
 };
 
@@ -103,8 +103,7 @@ public:
         Command c{Command::Open, n_ctx, 0, static_cast<int64_t>(mode), static_cast<int64_t>(cache_types.k),
                   static_cast<int64_t>(cache_types.v)};
         broadcast(ranks_, c);
-        return std::make_unique<PipelineSession>(std::move(local), ranks_, local_->info().n_vocab,
-                                                 local_->arch().hidden_width());
+        return std::make_unique<PipelineSession>(std::move(local), ranks_, local_->info().n_vocab);
     }
 
 private:

@@ -13,24 +13,10 @@ void CausalTrainOptions::validate() const {
     if (!(dropout >= 0.0f && dropout < 1.0f)) fail("train", "dropout {} is outside [0, 1)", dropout);
 }
 
-namespace {
-
-// This rank's windows of a batch; every rank needs at least one.
-Share rank_rows(const CausalTrainOptions& options) {
-    if (options.collective == nullptr) return {0, options.batch};
-    const Collective& ranks = *options.collective;
-    if (options.batch < ranks.size())
-        throw CollectiveError("train", fmt::format("--batch {} is smaller than the {} ranks: each needs a window at least",
-                                                   options.batch, ranks.size()));
-    return share_of(options.batch, ranks.rank(), ranks.size());
-}
-
-}  // namespace
-
 CausalLmTrainer::CausalLmTrainer(std::unique_ptr<ParamModel> model, int64_t context, const CausalTrainOptions& options,
                                  const CausalGraphBuilder& build, ThreadPool& pool)
     : batch_(options.batch),
-      rows_(rank_rows(options)),
+      rows_(batch_rows(options.batch, options.collective)),
       model_(std::move(model)),
       train_graph_(build(*model_, rows_.size(), context, true, options.dropout)),
       eval_graph_(build(*model_, rows_.size(), context, false, 0.0f)),

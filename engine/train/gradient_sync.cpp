@@ -44,10 +44,9 @@ GradientSync::GradientSync(const ParamModel& model, const TrainGraph& g, const E
     stats_.buckets = static_cast<int64_t>(buckets_.size()) + (late_.tensors.empty() ? 0 : 1);
 }
 
-void GradientSync::fill(const Bucket& b, TrainGraph& g, const std::vector<float>& grads, bool first, float weight,
-                        Bucket& out) {
+void GradientSync::fill(Bucket& b, TrainGraph& g, const std::vector<float>& grads, bool first, float weight) {
     const auto& tensors = model_.tensors();
-    float* dst = out.values.data();
+    float* dst = b.values.data();
     for (size_t i : b.tensors) {
         const ParamSegment& s = tensors[i].segment;
         const float* src = g.graph.node(g.grads[i]).row(0);
@@ -64,7 +63,7 @@ void GradientSync::run(TrainGraph& g, Executor& exec, ThreadPool& pool, std::vec
     using clock = std::chrono::steady_clock;
     const auto start = clock::now();
     hooks_.call = [&](size_t k) {
-        fill(buckets_[k], g, grads, first, weight, buckets_[k]);
+        fill(buckets_[k], g, grads, first, weight);
         ranks_.start_sum(buckets_[k].values);
         ranks_.progress_sums();
     };
@@ -78,23 +77,23 @@ void GradientSync::run(TrainGraph& g, Executor& exec, ThreadPool& pool, std::vec
         for (size_t k = 0; k < buckets_.size(); ++k) hooks_.call(k);
     const auto ran = clock::now();
     if (!late_.tensors.empty()) {
-        fill(late_, g, grads, first, weight, late_);
+        fill(late_, g, grads, first, weight);
         ranks_.start_sum(late_.values);
     }
     ranks_.wait_sums();
     stats_.wait_seconds += std::chrono::duration<double>(clock::now() - ran).count();
+    // The sums back into the flat gradients.
     const auto& tensors = model_.tensors();
-    std::vector<const Bucket*> all;
-    for (const Bucket& b : buckets_) all.push_back(&b);
-    all.push_back(&late_);
-    for (const Bucket* b : all) {
-        const float* src = b->values.data();
-        for (size_t i : b->tensors) {
-            const ParamSegment& s = tensors[i].segment;
-            std::copy(src, src + s.count, grads.data() + s.offset);
-            src += s.count;
+    const auto scatter = [&](const Bucket& b) {
+        const float* src = b.values.data();
+        for (size_t t : b.tensors) {
+            const ParamSegment& seg = tensors[t].segment;
+            std::copy(src, src + seg.count, grads.data() + seg.offset);
+            src += seg.count;
         }
-    }
+    };
+    for (const Bucket& b : buckets_) scatter(b);
+    scatter(late_);
     stats_.run_seconds += std::chrono::duration<double>(clock::now() - start).count();
     ++stats_.steps;
 }

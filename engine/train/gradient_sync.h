@@ -44,7 +44,8 @@ private:
         std::vector<size_t> tensors;  // model tensor indices
         std::vector<float> values;    // their gradients, one after another
     };
-    void fill(const Bucket& b, TrainGraph& g, const std::vector<float>& grads, bool first, float weight, Bucket& out);
+    // b.values = (grads unless first) + weight x this run's gradients, for b's tensors.
+    void fill(Bucket& b, TrainGraph& g, const std::vector<float>& grads, bool first, float weight);
 
     const ParamModel& model_;
     const TrainGraph* graph_;

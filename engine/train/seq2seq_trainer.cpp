@@ -32,20 +32,11 @@ double counted_labels(Seq2SeqGraph& G) {
                                              [](int32_t l) { return l >= 0; }));
 }
 
-Share rank_rows(const Seq2SeqTrainOptions& options) {
-    if (options.collective == nullptr) return {0, options.batch};
-    const Collective& ranks = *options.collective;
-    if (options.batch < ranks.size())
-        throw CollectiveError("train", fmt::format("--batch {} is smaller than the {} ranks: each needs a row at least",
-                                                   options.batch, ranks.size()));
-    return share_of(options.batch, ranks.rank(), ranks.size());
-}
-
 }  // namespace
 
 Seq2SeqTrainer::Seq2SeqTrainer(const Seq2SeqTrainOptions& options, const ReverseTask& task, ThreadPool& pool)
     : options_(fitted(options, task)),
-      rows_(rank_rows(options_)),
+      rows_(batch_rows(options_.batch, options_.collective)),
       task_(task),
       pool_(pool),
       model_(fresh_model(options_.model, options_.seed)),

@@ -4,6 +4,14 @@
 
 namespace kiln::train {
 
+Share batch_rows(int64_t batch, const Collective* ranks) {
+    if (ranks == nullptr) return {0, batch};
+    if (batch < ranks->size())
+        throw CollectiveError("train", fmt::format("--batch {} is smaller than the {} ranks: each needs a row at least",
+                                                   batch, ranks->size()));
+    return share_of(batch, ranks->rank(), ranks->size());
+}
+
 TrainerCore::TrainerCore(ParamModel& model, const OptimizerOptions& options, uint64_t seed, int64_t accumulation,
                          ThreadPool& pool, Collective* collective)
     : model_(model),

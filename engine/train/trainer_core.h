@@ -26,6 +26,11 @@ namespace kiln::train {
 // sampler's, which starts from the seed itself.
 inline Rng initialization_rng(uint64_t seed) { return Rng(seed ^ 0x5eed0f1e1d5ULL); }
 
+// This rank's rows of every batch of `batch` rows (all of them alone, when
+// ranks is nullptr). A CollectiveError when there are fewer rows than ranks:
+// each rank needs one at least.
+Share batch_rows(int64_t batch, const Collective* ranks);
+
 class TrainerCore {
 public:
     // accumulation: micro-batches per optimizer step. collective: the ranks
