@@ -8,7 +8,10 @@
 //     (q·k and the weighted value sum),
 //   * GB/s: the cache bytes the step reads (every key and value row of each
 //     key/value head once), what bounds a decode step at depth.
-// The cache is 2 GiB of rows at most; rows are random, written before timing.
+// The caches are 2 GiB of rows at most; rows are random, written before timing.
+// With --layers N the step runs N attention nodes, each over its own cache, as
+// a model's layers do: together they outgrow the last-level cache, so the rows
+// come from DRAM as in a real decode step; the figures are then per layer.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -35,6 +38,7 @@ struct Options {
     std::vector<int64_t> tokens{1};
     std::vector<kiln::DType> types{kiln::DType::F16};
     int64_t heads = 32, kv_heads = 4, head_dim = 64;
+    int64_t layers = 1;
     int reps = 5;
 };
 
@@ -50,6 +54,8 @@ options:
   --heads N              query heads (default 32)
   --kv-heads N           key/value heads (default 4)
   --head-dim N           head size (default 64)
+  --layers N             attention nodes per step, each with its own cache (default 1;
+                         TinyLlama has 22): figures per layer
   -r, --reps N           timed runs, best reported (default 5)
   -h, --help             show this help
 )";
@@ -74,24 +80,27 @@ Result time_step(const Options& o, kiln::DType type, int64_t depth, int64_t toke
     using namespace kiln;
     const int64_t width = o.kv_heads * o.head_dim, rows = depth + tokens;
     const size_t cache_bytes = *checked_bytes(type, static_cast<uint64_t>(width * rows));
-    if (cache_bytes > (size_t{1} << 31)) cli::usage_error("depth {} makes a cache over 2 GiB", depth);
     std::mt19937 rng(7);
     std::normal_distribution<float> normal(0.0f, 1.0f);
     std::vector<float> floats(static_cast<size_t>(width * rows));
-    std::vector<std::byte> k_cache(cache_bytes), v_cache(cache_bytes);
+    if (cache_bytes > (size_t{1} << 31) / static_cast<size_t>(o.layers))
+        cli::usage_error("depth {} with {} layers makes caches over 2 GiB", depth, o.layers);
     const TypeTraits& tt = type_traits(type);
-    for (auto* cache : {&k_cache, &v_cache}) {
+    std::vector<std::vector<std::byte>> caches(static_cast<size_t>(2 * o.layers));  // keys, values of each layer
+    for (auto& cache : caches) {
+        cache.resize(cache_bytes);
         for (float& x : floats) x = normal(rng);
-        tt.from_float_ref(floats.data(), cache->data(), width * rows);
+        tt.from_float_ref(floats.data(), cache.data(), width * rows);
     }
     Graph g;
     const NodeId q = g.input("q", DType::F32, Shape::of({o.heads * o.head_dim, tokens}));
     const NodeId pos = g.input("pos", DType::I32, Shape::of({tokens}));
-    const NodeId kc = g.state("k", type, Shape::of({width, rows}), k_cache.data());
-    const NodeId vc = g.state("v", type, Shape::of({width, rows}), v_cache.data());
-    const NodeId out = ops::cached_attention(g, q, kc, vc, pos, kNoNode, o.heads, o.kv_heads, o.head_dim,
-                                             {1.0f / std::sqrt(static_cast<float>(o.head_dim)), 0.0f, 0});
-    g.mark_output(out);
+    for (int64_t l = 0; l < o.layers; ++l) {
+        const NodeId kc = g.state(fmt::format("k{}", l), type, Shape::of({width, rows}), caches[2 * l].data());
+        const NodeId vc = g.state(fmt::format("v{}", l), type, Shape::of({width, rows}), caches[2 * l + 1].data());
+        g.mark_output(ops::cached_attention(g, q, kc, vc, pos, kNoNode, o.heads, o.kv_heads, o.head_dim,
+                                            {1.0f / std::sqrt(static_cast<float>(o.head_dim)), 0.0f, 0}));
+    }
     for (int64_t i = 0; i < o.heads * o.head_dim * tokens; ++i) g.node(q).row(0)[i] = normal(rng);
     int64_t pairs = 0;  // (query token, key) pairs per query head
     for (int64_t t = 0; t < tokens; ++t) {
@@ -107,6 +116,7 @@ Result time_step(const Options& o, kiln::DType type, int64_t depth, int64_t toke
         exec.run(pool);
         best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
+    best /= static_cast<double>(o.layers);
     return {best, 4.0 * static_cast<double>(pairs * o.heads * o.head_dim), 2.0 * static_cast<double>(cache_bytes)};
 }
 
@@ -133,6 +143,8 @@ int run(int argc, char** argv) {
             o.kv_heads = kiln::cli::parse_int(a, args.value(a), 1);
         } else if (a == "--head-dim") {
             o.head_dim = kiln::cli::parse_int(a, args.value(a), 1);
+        } else if (a == "--layers") {
+            o.layers = kiln::cli::parse_int(a, args.value(a), 1, 4096);
         } else if (a == "-r" || a == "--reps") {
             o.reps = static_cast<int>(kiln::cli::parse_int(a, args.value(a), 1));
         } else {
@@ -140,8 +152,9 @@ int run(int argc, char** argv) {
         }
     }
     if (o.heads % o.kv_heads != 0) kiln::cli::usage_error("--heads {} is not a multiple of --kv-heads {}", o.heads, o.kv_heads);
-    fmt::print("heads {}/{} of {}; best of {} runs\n\n", o.heads, o.kv_heads, o.head_dim, o.reps);
-    fmt::print("| cache | threads | depth | tokens | us/step | GFLOP/s | cache GB/s |\n");
+    fmt::print("heads {}/{} of {}; {} layer{}; best of {} runs\n\n", o.heads, o.kv_heads, o.head_dim, o.layers,
+               o.layers == 1 ? "" : "s", o.reps);
+    fmt::print("| cache | threads | depth | tokens | us/{} | GFLOP/s | cache GB/s |\n", o.layers == 1 ? "step" : "layer");
     fmt::print("|---|--:|--:|--:|--:|--:|--:|\n");
     for (kiln::DType type : o.types)
         for (int64_t depth : o.depths)

@@ -92,20 +92,28 @@ batch capped(batch s, float softcap) noexcept {
 }
 
 // Scores are computed in tiles of Q queries x W / Q keys, one accumulator per
-// pair, reduced together by one haddp: W lanes. Q is 1, 2 or 4 after the
-// register tile's size, so a lone query (a decode step without grouped heads)
-// fills the lanes with keys instead of repeating itself. A block of up to
-// kMaxBlockQueries queries is walked as register tiles of kQueries, chunk by
-// chunk, so the chunk's keys and values come from the cache for the first
-// tile and from L1/L2 for the others.
-constexpr int kQueries = 4;
-static_assert(W % kQueries == 0, "a score tile fills one batch");
-static_assert(kMaxBlockQueries % kQueries == 0, "a block is whole register tiles");
+// pair, reduced together by one haddp: W lanes. Q is 1, 2, 4 or 8 (at most
+// W) after the register tile's size, so a lone query (a decode step without
+// grouped heads) fills the lanes with keys instead of repeating itself, and a
+// decode step's grouped-query heads (8 per key/value head in TinyLlama and
+// Llama 3) share one tile: each key row is loaded and widened once for all of
+// them rather than once per tile. A block of up to kMaxBlockQueries queries is
+// walked as register tiles of kScoreQueries, chunk by chunk, so the chunk's
+// keys and values come from the cache for the first tile and from L1/L2 for
+// the others. Every score goes through the same reduction tree whatever Q is,
+// so its bits do not depend on the tile.
+constexpr int kScoreQueries = W >= 8 ? 8 : static_cast<int>(W);
+static_assert(W % kScoreQueries == 0, "a score tile fills one batch");
+static_assert(kMaxBlockQueries % kScoreQueries == 0, "a block is whole score tiles");
+// Pass 3 (the weighted sum of value rows) takes a tile's queries kValueQueries
+// at a time: their accumulators stay in registers with the value row's
+// batches (AVX-512's 32 registers hold 4 x 4 + 4, AVX2's 16 hold 4 x 2 + 2;
+// more spills them to the stack). Each query's sum is its own, so the bits do
+// not depend on how queries are grouped here either.
+constexpr int kValueQueries = 4;
+static_assert(kScoreQueries % kValueQueries == 0 || kScoreQueries < kValueQueries);
 static_assert(kAttentionChunk % kKeysPerBlock == 0 && kAttentionChunk % W == 0,
               "chunks are whole score tiles and value blocks");
-// Value dimensions per pass: the batches of every query of a register tile
-// stay in registers with the value row's batches (AVX-512's 32 registers hold
-// 4 x 4 + 4, AVX2's 16 hold 4 x 2 + 2; more spills them to the stack).
 constexpr int64_t kMaxValueBatches = W >= 16 ? 4 : 2;
 constexpr int64_t kDimsPerPass = kMaxValueBatches * W;
 // A tile's scores for one chunk: kAttentionChunk floats per query, padded.
@@ -186,7 +194,7 @@ private:
 // same scalar tail) whatever the tile it is in, so a query's result does not
 // depend on its block. A key row that no query uses may still be loaded (it
 // lies inside the cache) but its lanes are dropped. Rows up to prefetch_end
-// are asked for ahead of use.
+// are asked for ahead of use (none when it is 0: another tile asked for them).
 //
 // The value rows of the same keys are asked for too: pass 3 reads them once
 // the chunk's scores are done, and by then they are in L1/L2 instead of a
@@ -200,10 +208,10 @@ void scores(const AttentionQuery* queries, int nq, const float* const* q, const 
     const int64_t vector_dims = head_dim - head_dim % W;
     const std::array<int, W>& lane_of = haddp_lane_of_row();
     const RowOrder in_row_order;
-    float max[kQueries];  // locals, kept in registers (the outputs may alias anything)
-    int64_t n_valid[kQueries];
-    std::copy(max_out, max_out + kQueries, max);
-    std::copy(n_valid_out, n_valid_out + kQueries, n_valid);
+    float max[kScoreQueries];  // locals, kept in registers (the outputs may alias anything)
+    int64_t n_valid[kScoreQueries];
+    std::copy(max_out, max_out + kScoreQueries, max);
+    std::copy(n_valid_out, n_valid_out + kScoreQueries, n_valid);
     // Tiles whose keys every query of the block uses (no mask, inside every
     // kv_len) take a branch-free epilogue; it does the same float operations
     // on each score as the general one below, so the bits do not depend on
@@ -217,6 +225,7 @@ void scores(const AttentionQuery* queries, int nq, const float* const* q, const 
         const K* key[kTileKeys];
         for (int64_t t = 0; t < kTileKeys; ++t) {
             key[t] = k + static_cast<size_t>(std::min(j0 + t, j_end - 1)) * k_stride;
+            if (prefetch_end == 0) continue;
             prefetch(cache_rows::address(k + static_cast<size_t>(std::min(j0 + t + kPrefetchRows, prefetch_end - 1)) * k_stride, 0),
                      cache_rows::span_bytes<K>(head_dim));
             prefetch(cache_rows::address(v + static_cast<size_t>(std::min(j0 + t, j_end - 1)) * v_stride, 0),
@@ -271,8 +280,8 @@ void scores(const AttentionQuery* queries, int nq, const float* const* q, const 
     max_v.store_aligned(tile_max);
     for (int i = 0; i < nq; ++i)
         for (int64_t t = 0; t < kTileKeys; ++t) max[i] = std::max(max[i], tile_max[i * kTileKeys + t]);
-    std::copy(max, max + kQueries, max_out);
-    std::copy(n_valid, n_valid + kQueries, n_valid_out);
+    std::copy(max, max + kScoreQueries, max_out);
+    std::copy(n_valid, n_valid + kScoreQueries, n_valid_out);
 }
 
 // Pass 2: score[j] -> exp(score[j] - max) over [0, n), masked ones becoming
@@ -429,35 +438,69 @@ double* thread_doubles(size_t n) noexcept {
     return doubles.data();
 }
 
-// One register tile (up to kQueries queries) over keys [j0, j1): each query's
-// partial result to partial[i]. Out of line for the same reason as fold.
+// The weighted sums of value rows (pass 3) for a tile's live queries, each
+// with its scores turned into weights, kValueQueries at a time.
+template <class V>
+void tile_values(const AttentionQuery* live, int n_live, const float* const* weight, double* const* live_partial,
+                 const V* v, size_t v_stride, int64_t head_dim, int64_t j0, int64_t end) noexcept {
+    for (int s0 = 0; s0 < n_live; s0 += kValueQueries) {
+        const int n = std::min(kValueQueries, n_live - s0);
+        const AttentionQuery* sub = live + s0;
+        const float* w[kValueQueries];
+        for (int i = 0; i < kValueQueries; ++i) w[i] = weight[s0 + std::min(i, n - 1)];
+        double total[kValueQueries][kDimsPerPass];
+        for (int64_t d0 = 0; d0 < head_dim; d0 += kDimsPerPass) {
+            const int64_t nd = std::min(kDimsPerPass, head_dim - d0);
+            const int64_t batches = nd / W, tail = nd % W;
+            for (int i = 0; i < n; ++i) std::fill(total[i], total[i] + nd, 0.0);
+            for (int64_t ja = j0; ja < end; ja += kKeysPerBlock) {
+                const int64_t jb = std::min(end, ja + kKeysPerBlock);
+                if (n == 1) accumulate_pass<1>(batches, sub, n, w, j0, v, v_stride, d0, tail, ja, jb, end, total);
+                else if (n == 2) accumulate_pass<2>(batches, sub, n, w, j0, v, v_stride, d0, tail, ja, jb, end, total);
+                else accumulate_pass<kValueQueries>(batches, sub, n, w, j0, v, v_stride, d0, tail, ja, jb, end, total);
+            }
+            for (int i = 0; i < n; ++i) std::copy(total[i], total[i] + nd, live_partial[s0 + i] + 2 + d0);
+        }
+    }
+}
+
+// One register tile (up to kScoreQueries queries) over keys [j0, j1): each
+// query's partial result to partial[i]. Out of line for the same reason as
+// fold. The first tile of a chunk asks for the chunk's rows ahead of use; the
+// others find them in L1/L2.
 template <class K, class V>
 [[gnu::noinline]] void tile_chunk(const AttentionQuery* queries, int nq, const K* k, size_t k_stride, const V* v,
                                   size_t v_stride, int64_t head_dim, float scale, float softcap, int64_t j0,
-                                  int64_t j1, float* scratch, double* const* partial) noexcept {
+                                  int64_t j1, bool first_tile, float* scratch, double* const* partial) noexcept {
     int64_t max_len = 0;
     for (int i = 0; i < nq; ++i) max_len = std::max(max_len, queries[i].kv_len);
     const int64_t end = std::min(j1, max_len);
     // Query rows past nq repeat the last query (computed, never stored).
-    const float* q[kQueries];
-    float* score[kQueries];
-    for (int i = 0; i < kQueries; ++i) {
+    const float* q[kScoreQueries];
+    float* score[kScoreQueries];
+    for (int i = 0; i < kScoreQueries; ++i) {
         q[i] = queries[std::min(i, nq - 1)].q;
         score[i] = scratch + static_cast<size_t>(std::min(i, nq - 1)) * kScoreStride;
     }
-    float max[kQueries];
-    int64_t n_valid[kQueries] = {};
-    std::fill(max, max + kQueries, kNegInf);
+    float max[kScoreQueries];
+    int64_t n_valid[kScoreQueries] = {};
+    std::fill(max, max + kScoreQueries, kNegInf);
     if (end > j0) {
-        if (nq == 1) scores<1>(queries, nq, q, k, k_stride, v, v_stride, j0, end, max_len, head_dim, scale, softcap, score, max, n_valid);
-        else if (nq == 2) scores<2>(queries, nq, q, k, k_stride, v, v_stride, j0, end, max_len, head_dim, scale, softcap, score, max, n_valid);
-        else scores<kQueries>(queries, nq, q, k, k_stride, v, v_stride, j0, end, max_len, head_dim, scale, softcap, score, max, n_valid);
+        const int64_t prefetch_end = first_tile ? max_len : 0;  // 0: ask for no rows
+        const auto run = [&](auto tile) {
+            scores<decltype(tile)::value>(queries, nq, q, k, k_stride, v, v_stride, j0, end, prefetch_end, head_dim,
+                                          scale, softcap, score, max, n_valid);
+        };
+        if (nq == 1) run(std::integral_constant<int, 1>{});
+        else if (nq == 2) run(std::integral_constant<int, 2>{});
+        else if (nq <= 4 || kScoreQueries == 4) run(std::integral_constant<int, 4>{});
+        else run(std::integral_constant<int, kScoreQueries>{});
     }
 
     // Queries with no key in the chunk take no part in pass 3.
-    AttentionQuery live[kQueries];
-    const float* weight[kQueries];
-    double* live_partial[kQueries];
+    AttentionQuery live[kScoreQueries];
+    const float* weight[kScoreQueries];
+    double* live_partial[kScoreQueries];
     int n_live = 0;
     for (int i = 0; i < nq; ++i) {
         if (n_valid[i] == 0) {
@@ -471,22 +514,7 @@ template <class K, class V>
         live_partial[n_live] = partial[i];
         weight[n_live++] = score[i];
     }
-    if (n_live == 0) return;
-    for (int i = n_live; i < kQueries; ++i) weight[i] = weight[n_live - 1];
-
-    double total[kQueries][kDimsPerPass];
-    for (int64_t d0 = 0; d0 < head_dim; d0 += kDimsPerPass) {
-        const int64_t nd = std::min(kDimsPerPass, head_dim - d0);
-        const int64_t batches = nd / W, tail = nd % W;
-        for (int i = 0; i < n_live; ++i) std::fill(total[i], total[i] + nd, 0.0);
-        for (int64_t ja = j0; ja < end; ja += kKeysPerBlock) {
-            const int64_t jb = std::min(end, ja + kKeysPerBlock);
-            if (n_live == 1) accumulate_pass<1>(batches, live, n_live, weight, j0, v, v_stride, d0, tail, ja, jb, end, total);
-            else if (n_live == 2) accumulate_pass<2>(batches, live, n_live, weight, j0, v, v_stride, d0, tail, ja, jb, end, total);
-            else accumulate_pass<kQueries>(batches, live, n_live, weight, j0, v, v_stride, d0, tail, ja, jb, end, total);
-        }
-        for (int i = 0; i < n_live; ++i) std::copy(total[i], total[i] + nd, live_partial[i] + 2 + d0);
-    }
+    if (n_live > 0) tile_values(live, n_live, weight, live_partial, v, v_stride, head_dim, j0, end);
 }
 
 // Chunk `chunk` for a block: the queries that reach it are packed into
@@ -513,9 +541,9 @@ void block_chunk(const AttentionQuery* queries, int nq, const K* k, size_t k_str
         reaching[n] = queries[i];
         partial[n++] = p;
     }
-    for (int t0 = 0; t0 < n; t0 += kQueries)
-        tile_chunk(reaching + t0, std::min(kQueries, n - t0), k, k_stride, v, v_stride, head_dim, scale, softcap, j0,
-                   j1, scratch, partial + t0);
+    for (int t0 = 0; t0 < n; t0 += kScoreQueries)
+        tile_chunk(reaching + t0, std::min(kScoreQueries, n - t0), k, k_stride, v, v_stride, head_dim, scale, softcap,
+                   j0, j1, t0 == 0, scratch, partial + t0);
 }
 
 int64_t chunks_of(const AttentionQuery* queries, int nq) noexcept {
@@ -550,7 +578,7 @@ void attend_block_typed(const AttentionQuery* queries, int nq, const K* k, size_
 }  // namespace
 
 size_t attend_block_scratch(int64_t max_kv_len) noexcept {
-    return std::max(static_cast<size_t>(std::max<int64_t>(max_kv_len, 0)), static_cast<size_t>(kQueries) * kScoreStride);
+    return std::max(static_cast<size_t>(std::max<int64_t>(max_kv_len, 0)), static_cast<size_t>(kScoreQueries) * kScoreStride);
 }
 
 size_t attention_partial_doubles(int64_t head_dim) noexcept { return partial_doubles(head_dim); }
