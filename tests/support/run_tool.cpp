@@ -34,6 +34,14 @@ std::string shell_quote(const std::string& s) {
     return out + "'";
 }
 
+bool under_emulator() noexcept {
+#if defined(KILN_TEST_LAUNCHER)
+    return true;
+#else
+    return false;
+#endif
+}
+
 std::string program_command(const std::filesystem::path& program) {
 #if defined(KILN_TEST_LAUNCHER)
     return std::string(KILN_TEST_LAUNCHER) + " " + shell_quote(program.string());

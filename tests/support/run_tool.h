@@ -18,6 +18,11 @@ std::filesystem::path tool_path(const std::string& name);
 // emulator that runs the build's binaries when they are cross-compiled
 // (KILN_TEST_LAUNCHER, e.g. qemu-aarch64; see cmake/toolchains/).
 std::string program_command(const std::filesystem::path& program);
+// Whether this build's binaries run behind such an emulator (a cross build):
+// user-mode qemu is tens of times slower and keeps its own address space, so
+// some tests bound their commands more loosely or cannot observe the kernel's
+// limits.
+bool under_emulator() noexcept;
 // program_command(tool_path(name)).
 std::string tool_command(const std::string& name);
 
