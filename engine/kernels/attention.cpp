@@ -303,8 +303,9 @@ double exponentiate(float* score, int64_t n, float max) noexcept {
 }
 
 // Pass 3 for dimensions [d0, d0 + Batches * W + tail) and keys [j0, j1):
-// total[i][d] += Σ_j w_i[j] v_j[d] (w_i[j] at weight[i][j - base]), summed in
-// float (in key order) and then added to the double totals. A key row is read
+// total[i][d - d0] += Σ_j w_i[j] v_j[d] (w_i[j] at weight[i][j - base]),
+// summed in float (in key order) and then added to the double totals (set by
+// the first block of keys, first == true). A key row is read
 // only if some query uses it, and only the queries that use it add it, so
 // rows masked for the whole tile (possibly NaN) are never touched and a
 // query's sum does not depend on its tile. Q is the register tile's size (1,
@@ -312,7 +313,7 @@ double exponentiate(float* score, int64_t n, float max) noexcept {
 template <int Q, int64_t Batches, class V>
 void accumulate_values(const AttentionQuery* queries, int nq, const float* const* weight, int64_t base, const V* v,
                        size_t v_stride, int64_t d0, int64_t tail, int64_t j0, int64_t j1, int64_t prefetch_end,
-                       double (*total)[kDimsPerPass]) noexcept {
+                       double* const* total, bool first) noexcept {
     constexpr int64_t kBatches = Batches > 0 ? Batches : 1;  // arrays of at least one
     if constexpr (Batches == kMaxValueBatches) tail = 0;     // a full pass has no tail
     batch acc[Q][kBatches];
@@ -367,8 +368,15 @@ void accumulate_values(const AttentionQuery* queries, int nq, const float* const
     for (int i = 0; i < nq; ++i) {
         alignas(64) float part[kBatches * W];
         for (int64_t b = 0; b < Batches; ++b) acc[i][b].store_aligned(part + b * W);
-        for (int64_t d = 0; d < Batches * W; ++d) total[i][d] += static_cast<double>(part[d]);
-        for (int64_t d = 0; d < tail; ++d) total[i][Batches * W + d] += static_cast<double>(tail_acc[i][d]);
+        // The first block of keys sets the totals, the later ones add to them.
+        double* t = total[i];
+        if (first) {
+            for (int64_t d = 0; d < Batches * W; ++d) t[d] = static_cast<double>(part[d]);
+            for (int64_t d = 0; d < tail; ++d) t[Batches * W + d] = static_cast<double>(tail_acc[i][d]);
+        } else {
+            for (int64_t d = 0; d < Batches * W; ++d) t[d] += static_cast<double>(part[d]);
+            for (int64_t d = 0; d < tail; ++d) t[Batches * W + d] += static_cast<double>(tail_acc[i][d]);
+        }
     }
 }
 
@@ -376,19 +384,19 @@ void accumulate_values(const AttentionQuery* queries, int nq, const float* const
 template <int Q, class V>
 void accumulate_pass(int64_t batches, const AttentionQuery* queries, int nq, const float* const* weight, int64_t base,
                      const V* v, size_t v_stride, int64_t d0, int64_t tail, int64_t j0, int64_t j1,
-                     int64_t prefetch_end, double (*total)[kDimsPerPass]) noexcept {
+                     int64_t prefetch_end, double* const* total, bool first) noexcept {
     static_assert(kMaxValueBatches == 2 || kMaxValueBatches == 4);
     switch (batches) {
-        case 0: return accumulate_values<Q, 0>(queries, nq, weight, base, v, v_stride, d0, tail, j0, j1, prefetch_end, total);
-        case 1: return accumulate_values<Q, 1>(queries, nq, weight, base, v, v_stride, d0, tail, j0, j1, prefetch_end, total);
-        case 2: return accumulate_values<Q, 2>(queries, nq, weight, base, v, v_stride, d0, tail, j0, j1, prefetch_end, total);
+        case 0: return accumulate_values<Q, 0>(queries, nq, weight, base, v, v_stride, d0, tail, j0, j1, prefetch_end, total, first);
+        case 1: return accumulate_values<Q, 1>(queries, nq, weight, base, v, v_stride, d0, tail, j0, j1, prefetch_end, total, first);
+        case 2: return accumulate_values<Q, 2>(queries, nq, weight, base, v, v_stride, d0, tail, j0, j1, prefetch_end, total, first);
         case 3:
             if constexpr (kMaxValueBatches > 3)
-                return accumulate_values<Q, 3>(queries, nq, weight, base, v, v_stride, d0, tail, j0, j1, prefetch_end, total);
+                return accumulate_values<Q, 3>(queries, nq, weight, base, v, v_stride, d0, tail, j0, j1, prefetch_end, total, first);
             [[fallthrough]];
         default:
             return accumulate_values<Q, kMaxValueBatches>(queries, nq, weight, base, v, v_stride, d0, tail, j0, j1,
-                                                          prefetch_end, total);
+                                                          prefetch_end, total, first);
     }
 }
 
@@ -448,18 +456,21 @@ void tile_values(const AttentionQuery* live, int n_live, const float* const* wei
         const AttentionQuery* sub = live + s0;
         const float* w[kValueQueries];
         for (int i = 0; i < kValueQueries; ++i) w[i] = weight[s0 + std::min(i, n - 1)];
-        double total[kValueQueries][kDimsPerPass];
         for (int64_t d0 = 0; d0 < head_dim; d0 += kDimsPerPass) {
             const int64_t nd = std::min(kDimsPerPass, head_dim - d0);
             const int64_t batches = nd / W, tail = nd % W;
-            for (int i = 0; i < n; ++i) std::fill(total[i], total[i] + nd, 0.0);
+            // The sums go straight into the partials: a buffer zeroed and
+            // copied with a run-time length compiled to rep stos/movs, whose
+            // start-up cost was 7% of a decode step's attention (perf).
+            double* total[kValueQueries];
+            for (int i = 0; i < kValueQueries; ++i) total[i] = live_partial[s0 + std::min(i, n - 1)] + 2 + d0;
             for (int64_t ja = j0; ja < end; ja += kKeysPerBlock) {
                 const int64_t jb = std::min(end, ja + kKeysPerBlock);
-                if (n == 1) accumulate_pass<1>(batches, sub, n, w, j0, v, v_stride, d0, tail, ja, jb, end, total);
-                else if (n == 2) accumulate_pass<2>(batches, sub, n, w, j0, v, v_stride, d0, tail, ja, jb, end, total);
-                else accumulate_pass<kValueQueries>(batches, sub, n, w, j0, v, v_stride, d0, tail, ja, jb, end, total);
+                const bool first = ja == j0;
+                if (n == 1) accumulate_pass<1>(batches, sub, n, w, j0, v, v_stride, d0, tail, ja, jb, end, total, first);
+                else if (n == 2) accumulate_pass<2>(batches, sub, n, w, j0, v, v_stride, d0, tail, ja, jb, end, total, first);
+                else accumulate_pass<kValueQueries>(batches, sub, n, w, j0, v, v_stride, d0, tail, ja, jb, end, total, first);
             }
-            for (int i = 0; i < n; ++i) std::copy(total[i], total[i] + nd, live_partial[s0 + i] + 2 + d0);
         }
     }
 }

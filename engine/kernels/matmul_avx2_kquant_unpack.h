@@ -39,22 +39,30 @@ struct Scales {
     __m128i scales8;
     __m256i corr;
     float d, dmin;
+    __m128 d_dmin;  // [d, dmin, -, -] for the types with a minimum (one conversion for both)
 };
 
 template <DType T>
 inline Scales block_scales(const std::byte* p) noexcept {
     Scales s;
     if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
-        const uint32_t a = u32_at(p + 4), b = u32_at(p + 8), c = u32_at(p + 12);
-        const uint32_t sc_lo = a & 0x3F3F3F3Fu, m_lo = b & 0x3F3F3F3Fu;
-        const uint32_t sc_hi = (c & 0x0F0F0F0Fu) | ((a >> 6) & 0x03030303u) << 4;
-        const uint32_t m_hi = ((c >> 4) & 0x0F0F0F0Fu) | ((b >> 6) & 0x03030303u) << 4;
-        const __m128i sc8 = _mm_set_epi32(0, 0, static_cast<int>(sc_hi), static_cast<int>(sc_lo));
-        const __m128i m8 = _mm_set_epi32(0, 0, static_cast<int>(m_hi), static_cast<int>(m_lo));
-        s.scales8 = _mm_unpacklo_epi8(sc8, sc8);  // each sub-block of 32 is two of 16
+        // The 12 scale bytes as 32-bit lanes [a, b, c, -] (the 4 bytes past
+        // them are the block's codes, loaded and dropped): scales 0-3 are
+        // a & 63, mins 0-3 b & 63; scales 4-7 are (c & 15) | (a >> 6) << 4,
+        // mins 4-7 (c >> 4) | (b >> 6) << 4 (ggml's get_scale_min_k4), in
+        // vector registers rather than through general ones.
+        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 4));
+        const __m128i lo = _mm_and_si128(v, _mm_set1_epi8(0x3F));                       // [sc 0-3, m 0-3, -, -]
+        const __m128i top = _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(v, 6), _mm_set1_epi8(0x03)), 4);
+        const __m128i c = _mm_srlv_epi32(_mm_shuffle_epi32(v, 0xAA), _mm_set_epi32(0, 0, 4, 0));  // [c, c >> 4, -, -]
+        const __m128i hi = _mm_or_si128(_mm_and_si128(c, _mm_set1_epi8(0x0F)), top);    // [sc 4-7, m 4-7, -, -]
+        const __m128i sc_m = _mm_unpacklo_epi32(lo, hi);                                 // [sc 0-3, sc 4-7, m 0-3, m 4-7]
+        s.scales8 = _mm_unpacklo_epi8(sc_m, sc_m);  // each sub-block of 32 is two of 16
+        const __m128i m8 = _mm_unpackhi_epi64(sc_m, sc_m);
         s.corr = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
-        s.d = half_at(p);
-        s.dmin = half_at(p + 2);
+        s.d_dmin = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(u32_at(p))));
+        s.d = _mm_cvtss_f32(s.d_dmin);
+        s.dmin = _mm_cvtss_f32(_mm_movehdup_ps(s.d_dmin));
     } else if constexpr (T == DType::Q6_K) {
         s.scales8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 192));
         s.corr = _mm256_slli_epi16(_mm256_cvtepi8_epi16(s.scales8), 5);
@@ -76,8 +84,9 @@ inline Scales block_scales(const std::byte* p) noexcept {
         const __m128i sm = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
         s.scales8 = _mm_and_si128(sm, _mm_set1_epi8(0x0F));
         s.corr = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sm, 4), _mm_set1_epi8(0x0F)));
-        s.d = half_at(p + 80);
-        s.dmin = half_at(p + 82);
+        s.d_dmin = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(u32_at(p + 80))));
+        s.d = _mm_cvtss_f32(s.d_dmin);
+        s.dmin = _mm_cvtss_f32(_mm_movehdup_ps(s.d_dmin));
     }
     return s;
 }

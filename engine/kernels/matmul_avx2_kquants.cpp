@@ -29,6 +29,14 @@ using namespace avx2_kquant;
 
 constexpr int64_t kPrefetchBytes = 8192;
 
+// The byte shuffle that fills a 256-bit vector's low half with int16 number 2k
+// of the same half and its high half with int16 number 2k + 1 of that half.
+inline __m256i pair_pick(int k) noexcept {
+    const char a = static_cast<char>(4 * k), b = static_cast<char>(4 * k + 2);
+    return _mm256_setr_epi8(a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1,  //
+                            b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1);
+}
+
 template <DType T, int R, int NT>
 void kquant_tile(int64_t nb, const std::byte* w, size_t w_stride, const std::byte* x, size_t x_stride, float* out,
                  int64_t out_stride) noexcept {
@@ -47,12 +55,16 @@ void kquant_tile(int64_t nb, const std::byte* w, size_t w_stride, const std::byt
             const std::byte* ahead = blk + ahead_bytes;
             for (int64_t off = 0; off < BB; off += 64) __builtin_prefetch(ahead + off, 0, 3);
             const Scales s = block_scales<T>(blk);
+            // The 16 scales widened once, scales 0-7 in both halves and 8-15
+            // in both halves: one byte shuffle per chunk then spreads scale 2c
+            // over its low half's int16 pairs and 2c + 1 over its high half's.
+            const __m256i sc16 = _mm256_cvtepi8_epi16(s.scales8);
+            const __m256i sc_first = _mm256_permute2x128_si256(sc16, sc16, 0x00);
+            const __m256i sc_last = _mm256_permute2x128_si256(sc16, sc16, 0x11);
             __m256i isum[NT];
             for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
             for (int c = 0; c < 8; ++c) {
-                // Bytes 2c (x8) then 2c + 1 (x8): the scale of each int16 pair of the chunk.
-                const __m128i pick = _mm_set_epi64x(0x0101010101010101LL * (2 * c + 1), 0x0101010101010101LL * (2 * c));
-                const __m256i sc = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(s.scales8, pick));
+                const __m256i sc = _mm256_shuffle_epi8(c < 4 ? sc_first : sc_last, pair_pick(c % 4));
                 const __m256i q = chunk_codes<T>(blk, c);
                 for (int t = 0; t < NT; ++t) {
                     const __m256i xq = load256(x + t * static_cast<int64_t>(x_stride) + i * kXBytes + kXCodes + 32 * c);
@@ -65,8 +77,11 @@ void kquant_tile(int64_t nb, const std::byte* w, size_t w_stride, const std::byt
                 float dx;
                 std::memcpy(&dx, xb, 4);
                 if constexpr (kHasMin<T>) {
-                    acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(s.d * dx), acc[r][t]);
-                    acc[r][t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(corr), _mm256_set1_ps(s.dmin * dx), acc[r][t]);
+                    // d * dx and dmin * dx in one multiply: the same products.
+                    const __m128 f = _mm_mul_ps(s.d_dmin, _mm_set1_ps(dx));
+                    acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_broadcastss_ps(f), acc[r][t]);
+                    acc[r][t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(corr), _mm256_broadcastss_ps(_mm_movehdup_ps(f)),
+                                                 acc[r][t]);
                 } else {
                     acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(isum[t], corr)),
                                                 _mm256_set1_ps(s.d * dx), acc[r][t]);
