@@ -39,7 +39,7 @@ struct Scales {
     __m128i scales8;
     __m256i corr;
     float d, dmin;
-    __m128 d_dmin;  // [d, dmin, -, -] for the types with a minimum (one conversion for both)
+    __m128 d_dmin{};  // [d, dmin, -, -] for the types with a minimum (one conversion for both); zeros for the others
 };
 
 template <DType T>
