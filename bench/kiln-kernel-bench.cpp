@@ -32,9 +32,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -46,6 +48,7 @@
 #include "engine/core/dtype.h"
 #include "engine/kernels/cpu_features.h"
 #include "engine/kernels/matmul.h"
+#include "engine/quant/interleave.h"
 #include "engine/runtime/thread_pool.h"
 #include "tools/common/cli.h"
 #include "tools/common/version.h"
@@ -65,6 +68,8 @@ options:
   --kernels NAME       kernel set to time (default: KILN_KERNELS or the best available)
   --quick              smaller buffers and fewer repetitions: a smoke test, not a measurement
   --sweep              also print batched GFLOP/s for 1..32 tokens (to tune the GEMM thresholds)
+  --types LIST         weight types to time, comma-separated (default: all; e.g. q4_K,q6_K)
+  --shapes LIST        matvec shapes ROWSxK, comma-separated (default 768x2048,2048x768,32000x768)
   -h, --help           show this help
       --version        print the version, git commit, build and kernel sets
 )";
@@ -75,7 +80,43 @@ struct Options {
     bool quick = false;
     bool sweep = false;
     std::string kernels;
+    std::vector<DType> types;  // empty: all
+    struct Shape {
+        int64_t rows, k;
+    };
+    std::vector<Shape> shapes{{768, 2048}, {2048, 768}, {32000, 768}};
 };
+
+// "q4_K,q6_K" -> types; a name kiln does not know is a usage error.
+std::vector<DType> parse_types(std::string_view flag, std::string_view list) {
+    std::vector<DType> types;
+    size_t start = 0;
+    while (start <= list.size()) {
+        const size_t comma = std::min(list.find(',', start), list.size());
+        const std::string_view name = list.substr(start, comma - start);
+        const std::optional<DType> t = kiln::parse_dtype(name);
+        if (!t) kiln::cli::usage_error("{}: unknown type '{}'", flag, name);
+        types.push_back(*t);
+        start = comma + 1;
+    }
+    return types;
+}
+
+// "5632x2048,2048x5632" -> shapes, each dimension 1..1,000,000.
+std::vector<Options::Shape> parse_shapes(std::string_view flag, std::string_view list) {
+    std::vector<Options::Shape> shapes;
+    size_t start = 0;
+    while (start <= list.size()) {
+        const size_t comma = std::min(list.find(',', start), list.size());
+        const std::string_view item = list.substr(start, comma - start);
+        const size_t x = item.find('x');
+        if (x == std::string_view::npos) kiln::cli::usage_error("{}: '{}' is not ROWSxK", flag, item);
+        shapes.push_back({kiln::cli::parse_int(flag, item.substr(0, x), 1, 1'000'000),
+                          kiln::cli::parse_int(flag, item.substr(x + 1), 1, 1'000'000)});
+        start = comma + 1;
+    }
+    return shapes;
+}
 
 using kiln::bench::measure_bandwidth;
 using kiln::bench::read_cpu_model;
@@ -184,7 +225,10 @@ struct Weights {
     std::unique_ptr<std::byte[]> data;
 };
 
-Weights make_weights(DType type, int64_t rows, int64_t k, size_t copies, uint64_t seed) {
+// Weights as the engine's loader holds them for `set`: rearranged into the
+// set's interleaved layout where it has one (quant/interleave.h), unless
+// KILN_INTERLEAVE=0 (as for the engine).
+Weights make_weights(const MatmulKernels& set, DType type, int64_t rows, int64_t k, size_t copies, uint64_t seed) {
     const auto& traits = kiln::type_traits(type);
     Weights w{type, rows, k, static_cast<size_t>(*kiln::checked_bytes(type, static_cast<uint64_t>(k))), 0, copies, {}};
     w.matrix_bytes = w.row_bytes * static_cast<size_t>(rows);
@@ -211,6 +255,17 @@ Weights make_weights(DType type, int64_t rows, int64_t k, size_t copies, uint64_
             }
             dst[at] ^= std::byte{1};
         }
+    }
+    const char* env = std::getenv("KILN_INTERLEAVE");
+    const bool keep_layout = env != nullptr && std::string_view(env) == "0";
+    if (const auto layout = kiln::kernels::weight_layout(set, type, rows); layout && !keep_layout) {
+        std::vector<std::byte> plain(w.matrix_bytes);
+        for (size_t c = 0; c < copies; ++c) {
+            std::byte* m = w.data.get() + c * w.matrix_bytes;
+            std::memcpy(plain.data(), m, w.matrix_bytes);
+            kiln::quant::interleave_rows(type, plain.data(), rows, k, m);
+        }
+        w.type = *layout;
     }
     return w;
 }
@@ -240,8 +295,11 @@ double time_matmul(kiln::ThreadPool& pool, const MatmulKernels& set, const Weigh
     double best = 1e30;
     for (int rep = 0; rep < reps; ++rep) {
         const double t0 = now();
+        // Whole row tiles per thread, as the engine's matmul op hands them out.
+        const int64_t tile = kiln::kernels::matmul_row_tile(w.type, n_tokens);
         pool.run([&](int ith, int nth) {
-            const auto [r0, r1] = kiln::split_range(w.rows, ith, nth);
+            const auto [g0, g1] = kiln::split_range((w.rows + tile - 1) / tile, ith, nth);
+            const int64_t r0 = g0 * tile, r1 = std::min(w.rows, g1 * tile);
             for (int64_t it = 0; it < iterations; ++it) {
                 const std::byte* weights = w.data.get() + static_cast<size_t>(it) % copies * w.matrix_bytes;
                 set.matmul(w.type, w.k, weights, w.row_bytes, r0, r1, x.data.data(), x.stride, n_tokens, out.data(),
@@ -281,6 +339,10 @@ int run(int argc, char** argv) {
             opt.quick = true;
         } else if (a == "--sweep") {
             opt.sweep = true;
+        } else if (a == "--types") {
+            opt.types = parse_types(a, args.value(a));
+        } else if (a == "--shapes") {
+            opt.shapes = parse_shapes(a, args.value(a));
         } else {
             kiln::cli::usage_error("unknown option '{}'", a);
         }
@@ -323,12 +385,13 @@ int run(int argc, char** argv) {
 
     // Matvec, hot and streaming.
     const double target_bytes = opt.quick ? 0.2e9 : 2e9;  // bytes read per timed repetition
-    struct Shape {
-        int64_t rows, k;
-    };
-    const Shape shapes[] = {{768, 2048}, {2048, 768}, {32000, 768}};
-    const DType matvec_types[] = {DType::F32,  DType::F16,  DType::Q8_0,   DType::Q4_0, DType::Q4_1, DType::IQ4_XS,
-                                  DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::Q4_K, DType::Q6_K};
+    const std::vector<DType> all_types{DType::F32,  DType::F16,  DType::Q8_0,   DType::Q4_0, DType::Q4_1, DType::IQ4_XS,
+                                       DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::Q4_K, DType::Q6_K};
+    const std::vector<DType>& matvec_types = opt.types.empty() ? all_types : opt.types;
+    for (DType type : matvec_types)
+        for (const Options::Shape& s : opt.shapes)
+            if (!kiln::checked_bytes(type, static_cast<uint64_t>(s.k)))
+                kiln::cli::usage_error("--shapes: k = {} is not a whole number of {} blocks", s.k, kiln::dtype_name(type));
     fmt::print("\n## Matvec (decode: 1 token), GB/s of weights\n\n");
     fmt::print("hot: one matrix, cache-resident; streaming: {:.0f} MiB of copies. BW now: memory read GB/s measured\n"
                "just before the streaming run; hot % is of the limits table's bandwidth.\n\n",
@@ -338,10 +401,10 @@ int run(int argc, char** argv) {
     fmt::print("|---|---|--:|--:|--:|--:|--:|--:|--:|\n");
     uint64_t seed = 1;
     for (DType type : matvec_types) {
-        for (const Shape& s : shapes) {
+        for (const Options::Shape& s : opt.shapes) {
             const size_t matrix_bytes = *kiln::checked_bytes(type, static_cast<uint64_t>(s.rows * s.k));
             const auto copies = static_cast<size_t>(std::ceil(streaming_set / static_cast<double>(matrix_bytes)));
-            const Weights w = make_weights(type, s.rows, s.k, std::max<size_t>(copies, 2), seed++);
+            const Weights w = make_weights(*set, type, s.rows, s.k, std::max<size_t>(copies, 2), seed++);
             const Activations x = make_activations(*set, type, s.k, 1, seed++);
             std::vector<float> out(static_cast<size_t>(s.rows));
             const auto hot_iters = std::max<int64_t>(4, static_cast<int64_t>(target_bytes / matrix_bytes));
@@ -356,22 +419,21 @@ int run(int argc, char** argv) {
                 const double stream_gbs =
                     static_cast<double>(matrix_bytes) * static_cast<double>(stream_iters) / stream_s / 1e9;
                 fmt::print("| {} | {}x{} | {:.1f} | {} | {:.1f} | {:.0f}% | {:.1f} | {:.1f} | {:.0f}% |\n",
-                           kiln::dtype_name(type), s.rows, s.k, static_cast<double>(matrix_bytes) / kMiB, l.threads,
+                           kiln::dtype_name(w.type), s.rows, s.k, static_cast<double>(matrix_bytes) / kMiB, l.threads,
                            hot_gbs, 100.0 * hot_gbs / l.bandwidth_gbs, stream_gbs, bw_now, 100.0 * stream_gbs / bw_now);
             }
         }
     }
 
     // Batched matmul: prompt processing.
-    const DType batch_types[] = {DType::F32,  DType::F16,  DType::Q8_0,   DType::Q4_0, DType::Q4_1, DType::IQ4_XS,
-                                 DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::Q4_K, DType::Q6_K};
+    const std::vector<DType>& batch_types = matvec_types;
     const int64_t kTokens = 128;
     fmt::print("\n## Batched matmul ({} tokens, 768x2048 weights)\n\n", kTokens);
     fmt::print("FMA peak now: measured just before each row. For q8_0/q4_0, GFLOP/s counts the same 2 rows k tokens\n"
                "operations done as int8 products, so it can exceed the float FMA peak.\n\n");
     fmt::print("| type | threads | GFLOP/s | FMA peak now | % of FMA peak |\n|---|--:|--:|--:|--:|\n");
     for (DType type : batch_types) {
-        const Weights w = make_weights(type, 768, 2048, 1, seed++);
+        const Weights w = make_weights(*set, type, 768, 2048, 1, seed++);
         const Activations x = make_activations(*set, type, 2048, kTokens, seed++);
         std::vector<float> out(static_cast<size_t>(768 * kTokens));
         const double flops = 2.0 * 768 * 2048 * kTokens;
@@ -382,7 +444,7 @@ int run(int argc, char** argv) {
             const double peak_now = measure_fma_peak(pool, std::min(opt.reps, 3), fma_iterations);
             const double seconds = time_matmul(pool, *set, w, 1, x, kTokens, out, iters, opt.reps);
             const double gflops = flops * static_cast<double>(iters) / seconds / 1e9;
-            fmt::print("| {} | {} | {:.1f} | {:.1f} | {:.0f}% |\n", kiln::dtype_name(type), l.threads, gflops,
+            fmt::print("| {} | {} | {:.1f} | {:.1f} | {:.0f}% |\n", kiln::dtype_name(w.type), l.threads, gflops,
                        peak_now, 100.0 * gflops / peak_now);
         }
     }
@@ -391,11 +453,11 @@ int run(int argc, char** argv) {
         fmt::print("\n## Tokens sweep (768x2048, {} thread), GFLOP/s\n\n| tokens |", opt.threads.front());
         for (DType type : batch_types) fmt::print(" {} |", kiln::dtype_name(type));
         fmt::print("\n|--:|");
-        for (size_t i = 0; i < std::size(batch_types); ++i) fmt::print("--:|");
+        for (size_t i = 0; i < batch_types.size(); ++i) fmt::print("--:|");
         fmt::print("\n");
         kiln::ThreadPool pool(opt.threads.front());
         std::vector<Weights> ws;
-        for (DType type : batch_types) ws.push_back(make_weights(type, 768, 2048, 1, seed++));
+        for (DType type : batch_types) ws.push_back(make_weights(*set, type, 768, 2048, 1, seed++));
         std::vector<float> out(static_cast<size_t>(768 * 32));
         for (int64_t n = 1; n <= 32; ++n) {
             fmt::print("| {} |", n);

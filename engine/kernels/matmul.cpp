@@ -72,7 +72,7 @@ bool matmul_supports(DType weight_type) noexcept {
 }
 
 std::optional<DType> weight_layout(const MatmulKernels& set, DType type, int64_t rows) noexcept {
-    if (!set.runs_interleaved || rows % quant::kInterleaveRows != 0) return std::nullopt;
+    if (!set.runs_interleaved(type) || rows % quant::kInterleaveRows != 0) return std::nullopt;
     return quant::interleaved_type(type);
 }
 

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -73,10 +74,23 @@ struct MatmulKernels {
                    const void* x, size_t x_stride, int64_t n_tokens, float* out, int64_t out_stride,
                    const RowClaims* claims);
 
-    // Whether this set has fast kernels for the interleaved layouts
-    // (quant/interleave.h), so that the loader should rearrange weights for it.
-    bool runs_interleaved = false;
+    // The plain types whose interleaved layouts (quant/interleave.h) this set
+    // has fast kernels for, so that the loader should rearrange their weights:
+    // bit 1 << type for each (plain types have ids below 32).
+    uint32_t interleaved_types = 0;
+
+    bool runs_interleaved(DType plain) const noexcept {
+        const auto id = static_cast<uint32_t>(plain);
+        return id < 32 && (interleaved_types >> id & 1u) != 0;
+    }
 };
+
+// The interleaved_types bits of a list of plain types.
+constexpr uint32_t type_bits(std::initializer_list<DType> types) noexcept {
+    uint32_t bits = 0;
+    for (DType t : types) bits |= 1u << static_cast<uint32_t>(t);
+    return bits;
+}
 
 // The layout a matrix of `rows` rows of `type` should be stored in for `set`:
 // its interleaved layout when the set runs one and the rows fill whole groups;

@@ -511,13 +511,18 @@ void avx2_matmul(DType type, int64_t k, const void* w, size_t w_stride, int64_t 
         case DType::Q6_K:
             done = avx2_kquant_matmul(type, k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride, claims);
             break;
+        case DType::Q4_K_R16:
+        case DType::Q5_K_R16:
+        case DType::Q6_K_R16:
+            done = avx2_interleaved_matmul(type, k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride, claims);
+            break;
         default: break;  // types this set has no kernel for run the scalar reference
     }
     if (!done)
         scalar_matmul_kernels().matmul(type, k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride, claims);
 }
 
-constexpr MatmulKernels kAvx2{"avx2", avx2_prepare_row, avx2_matmul};
+constexpr MatmulKernels kAvx2{"avx2", avx2_prepare_row, avx2_matmul, type_bits({DType::Q4_K, DType::Q5_K, DType::Q6_K})};
 
 }  // namespace
 

@@ -26,12 +26,14 @@
 // for Q2_K/Q4_K/Q5_K, and cvt(isum - offset term) * (d * dx) for Q3_K/Q6_K;
 // only the float sum over super-blocks is ordered differently from the scalar
 // set. Each row's arithmetic is the same whatever panel, chunk or thread
-// computes it.
+// computes it. Interleaved weights (Q4_K_R16, Q5_K_R16, Q6_K_R16) are
+// unpacked from their groups' blocks, so they give the plain weights' bits.
 #include "engine/kernels/matmul_avx2_kquants.h"
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 
 #include "engine/kernels/matmul_avx2_kquant_unpack.h"
+#include "engine/quant/interleave.h"
 
 #include <algorithm>
 #include <array>
@@ -84,10 +86,21 @@ constexpr int kQuadsPerSum = std::min(kElementsPerScale<T> / 4, 32767 / (2 * kMa
 template <DType T>
 constexpr int kBsumPairs = kElementsPerScale<T> == 32 ? 4 : 8;
 
+// Row r of a chunk: its plain blocks, or (interleaved) row r % 16 of its group.
+struct ChunkRow {
+    const std::byte* base;  // the row, or its group
+    int in_group;           // -1 for a plain row
+};
+
 template <DType T>
-void unpack_row_blocks(const std::byte* w, int64_t nb, PanelBlock* dst, int64_t dst_stride) noexcept {
+void unpack_row_blocks(ChunkRow row, DType layout, int64_t nb, PanelBlock* dst, int64_t dst_stride) noexcept {
+    alignas(32) std::byte plain[kBlockBytes<T>];
     for (int64_t i = 0; i < nb; ++i) {
-        const std::byte* blk = w + i * kBlockBytes<T>;
+        const std::byte* blk = row.base + i * kBlockBytes<T>;
+        if (row.in_group >= 0) {
+            quant::deinterleaved_block(layout, row.base, nb * 256, row.in_group, i, plain);
+            blk = plain;
+        }
         PanelBlock& p = dst[i * dst_stride];
         for (int c = 0; c < 8; ++c)
             _mm256_store_si256(reinterpret_cast<__m256i*>(p.codes + 32 * c), chunk_codes<T>(blk, c));
@@ -115,12 +128,16 @@ void unpack_row_blocks(const std::byte* w, int64_t nb, PanelBlock* dst, int64_t 
 // Unpacks rows [0, rows) of a chunk into panels of kPanelRows rows, blocks of a
 // panel's rows side by side; rows past `rows` are zero (their results are dropped).
 template <DType T>
-void unpack_chunk(const std::byte* w, size_t w_stride, int rows, int64_t nb, PanelBlock* panels) noexcept {
+void unpack_chunk(const std::byte* w, size_t w_stride, DType layout, int rows, int64_t nb, PanelBlock* panels) noexcept {
     const int padded = (rows + kPanelRows - 1) / kPanelRows * kPanelRows;
+    const bool interleaved = quant::is_interleaved(layout);
     for (int r = 0; r < padded; ++r) {
         PanelBlock* first = panels + (r / kPanelRows) * nb * kPanelRows + r % kPanelRows;
         if (r < rows) {
-            unpack_row_blocks<T>(w + r * static_cast<int64_t>(w_stride), nb, first, kPanelRows);
+            const int in_group = r % static_cast<int>(quant::kInterleaveRows);
+            const ChunkRow row = interleaved ? ChunkRow{w + (r - in_group) * static_cast<int64_t>(w_stride), in_group}
+                                             : ChunkRow{w + r * static_cast<int64_t>(w_stride), -1};
+            unpack_row_blocks<T>(row, layout, nb, first, kPanelRows);
         } else {
             for (int64_t i = 0; i < nb; ++i) std::memset(&first[i * kPanelRows], 0, sizeof(PanelBlock));
         }
@@ -264,7 +281,7 @@ constexpr std::array<PackFn, sizeof...(V)> pack_table(std::index_sequence<V...>)
 constexpr int64_t kTokenBlockBytes = 192 * 1024;
 
 template <DType T>
-bool kquant_gemm(int64_t k, const std::byte* w, size_t w_stride, int64_t r0, int64_t r1, const std::byte* x,
+bool kquant_gemm(DType layout, int64_t k, const std::byte* w, size_t w_stride, int64_t r0, int64_t r1, const std::byte* x,
                  size_t x_stride, int64_t n_tokens, float* out, int64_t out_stride, const RowClaims* claims) noexcept {
     static constexpr auto kTiles = tile_table<T>(std::make_index_sequence<kTileVectors>{});
     static constexpr auto kPacks = pack_table<T>(std::make_index_sequence<kTileVectors>{});
@@ -289,7 +306,7 @@ bool kquant_gemm(int64_t k, const std::byte* w, size_t w_stride, int64_t r0, int
     for_each_claimed(r0, r1, claims, [&](int64_t a, int64_t b) {
         for (int64_t c0 = a; c0 < b; c0 += kChunkRows) {
             const int rows = static_cast<int>(std::min(kChunkRows, b - c0));
-            unpack_chunk<T>(w + c0 * static_cast<int64_t>(w_stride), w_stride, rows, nb, panels);
+            unpack_chunk<T>(w + c0 * static_cast<int64_t>(w_stride), w_stride, layout, rows, nb, panels);
             for (int64_t tb = 0; tb < n_tiles; tb += block_tiles) {
                 const int64_t tb_end = std::min(n_tiles, tb + block_tiles);
                 for (int p = 0; p * kPanelRows < rows; ++p) {
@@ -318,11 +335,13 @@ bool avx2_kquant_gemm(DType type, int64_t k, const void* w, size_t w_stride, int
     const auto* wb = static_cast<const std::byte*>(w);
     const auto* xb = static_cast<const std::byte*>(x);
     switch (type) {
-        case DType::Q2_K: return kquant_gemm<DType::Q2_K>(k, wb, w_stride, r0, r1, xb, x_stride, n_tokens, out, out_stride, claims);
-        case DType::Q3_K: return kquant_gemm<DType::Q3_K>(k, wb, w_stride, r0, r1, xb, x_stride, n_tokens, out, out_stride, claims);
-        case DType::Q4_K: return kquant_gemm<DType::Q4_K>(k, wb, w_stride, r0, r1, xb, x_stride, n_tokens, out, out_stride, claims);
-        case DType::Q5_K: return kquant_gemm<DType::Q5_K>(k, wb, w_stride, r0, r1, xb, x_stride, n_tokens, out, out_stride, claims);
-        default: return kquant_gemm<DType::Q6_K>(k, wb, w_stride, r0, r1, xb, x_stride, n_tokens, out, out_stride, claims);
+        case DType::Q2_K: return kquant_gemm<DType::Q2_K>(type, k, wb, w_stride, r0, r1, xb, x_stride, n_tokens, out, out_stride, claims);
+        case DType::Q3_K: return kquant_gemm<DType::Q3_K>(type, k, wb, w_stride, r0, r1, xb, x_stride, n_tokens, out, out_stride, claims);
+        case DType::Q4_K:
+        case DType::Q4_K_R16: return kquant_gemm<DType::Q4_K>(type, k, wb, w_stride, r0, r1, xb, x_stride, n_tokens, out, out_stride, claims);
+        case DType::Q5_K:
+        case DType::Q5_K_R16: return kquant_gemm<DType::Q5_K>(type, k, wb, w_stride, r0, r1, xb, x_stride, n_tokens, out, out_stride, claims);
+        default: return kquant_gemm<DType::Q6_K>(type, k, wb, w_stride, r0, r1, xb, x_stride, n_tokens, out, out_stride, claims);
     }
 }
 

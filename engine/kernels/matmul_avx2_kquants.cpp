@@ -127,17 +127,12 @@ void kquant_matmul(int64_t k, const std::byte* w, size_t w_stride, int64_t r0, i
     }
 }
 
-// From this many tokens on, the GEMM (matmul_avx2_kquant_gemm.cpp) runs: with
-// 6 of a vector's 8 lanes busy it already beats the 2 x 4 tiles (measured 30%
-// faster at 6 tokens, about even at 5, slower at 4).
-constexpr int64_t kGemmTokens = 6;
-
 }  // namespace
 
 bool avx2_kquant_matmul(DType type, int64_t k, const void* w, size_t w_stride, int64_t r0, int64_t r1,
                         const void* x, size_t x_stride, int64_t n_tokens, float* out, int64_t out_stride,
                         const RowClaims* claims) noexcept {
-    if (n_tokens >= kGemmTokens)
+    if (n_tokens >= kAvx2KquantGemmTokens)
         return avx2_kquant_gemm(type, k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride, claims);
     const auto* wb = static_cast<const std::byte*>(w);
     const auto* xb = static_cast<const std::byte*>(x);

@@ -266,7 +266,8 @@ void avx512_matmul(DType type, int64_t k, const void* w, size_t w_stride, int64_
         scalar_matmul_kernels().matmul(type, k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride, claims);
 }
 
-constexpr MatmulKernels kAvx512Vnni{"avx512-vnni", avx512_prepare_row, avx512_matmul, true};
+constexpr MatmulKernels kAvx512Vnni{"avx512-vnni", avx512_prepare_row, avx512_matmul,
+                                     type_bits({DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K})};
 
 }  // namespace
 
