@@ -33,10 +33,12 @@
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 
 #include "engine/kernels/matmul_avx2_kquant_unpack.h"
+#include "engine/quant/blocks.h"
 #include "engine/quant/interleave.h"
 
 #include <algorithm>
 #include <array>
+#include <cstddef>
 #include <cstring>
 #include <utility>
 
@@ -86,62 +88,120 @@ constexpr int kQuadsPerSum = std::min(kElementsPerScale<T> / 4, 32767 / (2 * kMa
 template <DType T>
 constexpr int kBsumPairs = kElementsPerScale<T> == 32 ? 4 : 8;
 
-// Row r of a chunk: its plain blocks, or (interleaved) row r % 16 of its group.
-struct ChunkRow {
-    const std::byte* base;  // the row, or its group
-    int in_group;           // -1 for a plain row
-};
+template <DType T>
+void unpack_block(const std::byte* blk, PanelBlock& p) noexcept {
+    for (int c = 0; c < 8; ++c) _mm256_store_si256(reinterpret_cast<__m256i*>(p.codes + 32 * c), chunk_codes<T>(blk, c));
+    const Scales s = block_scales<T>(blk);
+    const __m128i lo = _mm_cvtepi8_epi16(s.scales8), hi = _mm_cvtepi8_epi16(_mm_srli_si128(s.scales8, 8));
+    auto* pairs = reinterpret_cast<__m128i*>(p.scale_pairs);
+    _mm_store_si128(pairs + 0, _mm_unpacklo_epi16(lo, lo));
+    _mm_store_si128(pairs + 1, _mm_unpackhi_epi16(lo, lo));
+    _mm_store_si128(pairs + 2, _mm_unpacklo_epi16(hi, hi));
+    _mm_store_si128(pairs + 3, _mm_unpackhi_epi16(hi, hi));
+    alignas(32) int16_t corr[16];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(corr), s.corr);
+    if constexpr (kBsumPairs<T> == 4) {
+        // corr repeats each sub-block's min for its two halves: take one of each.
+        for (int j = 0; j < 4; ++j)
+            p.corr_pairs[j] = static_cast<uint16_t>(corr[4 * j]) | static_cast<int32_t>(corr[4 * j + 2]) << 16;
+    } else {
+        std::memcpy(p.corr_pairs, corr, sizeof(corr));
+    }
+    p.d = s.d;
+    p.dmin = s.dmin;
+}
+
+// Interleaved weights (quant/interleave.h) back to 16 plain blocks. Their
+// code quads are an 8 x 8 transpose of 32-bit words per 8 quads and 8 rows
+// (quad q of row r at 64 q + 4 r in the group's super-block, at 4 q in the
+// row's array); the scales and fp16 fields are copied word by word.
+inline void transpose_quads(const std::byte* src, int quads, std::byte* plain, int64_t block_bytes,
+                            int64_t plain_at) noexcept {
+    for (int q0 = 0; q0 < quads; q0 += 8)
+        for (int h = 0; h < 2; ++h) {
+            __m256i v[8];
+            for (int j = 0; j < 8; ++j) v[j] = load256(src + 64 * (q0 + j) + 32 * h);
+            __m256i t[8], u[8];
+            for (int j = 0; j < 8; j += 2) {
+                t[j] = _mm256_unpacklo_epi32(v[j], v[j + 1]);
+                t[j + 1] = _mm256_unpackhi_epi32(v[j], v[j + 1]);
+            }
+            for (int j = 0; j < 8; j += 4) {
+                u[j] = _mm256_unpacklo_epi64(t[j], t[j + 2]);      // rows 0 | 4
+                u[j + 1] = _mm256_unpackhi_epi64(t[j], t[j + 2]);  // rows 1 | 5
+                u[j + 2] = _mm256_unpacklo_epi64(t[j + 1], t[j + 3]);  // rows 2 | 6
+                u[j + 3] = _mm256_unpackhi_epi64(t[j + 1], t[j + 3]);  // rows 3 | 7
+            }
+            for (int r = 0; r < 4; ++r) {
+                std::byte* lo = plain + (8 * h + r) * block_bytes + plain_at + 4 * q0;
+                std::byte* hi = plain + (8 * h + r + 4) * block_bytes + plain_at + 4 * q0;
+                _mm256_storeu_si256(reinterpret_cast<__m256i*>(lo), _mm256_permute2x128_si256(u[r], u[r + 4], 0x20));
+                _mm256_storeu_si256(reinterpret_cast<__m256i*>(hi), _mm256_permute2x128_si256(u[r], u[r + 4], 0x31));
+            }
+        }
+}
+inline void copy_words(const std::byte* src, int words, int width, std::byte* plain, int64_t block_bytes,
+                       int64_t plain_at) noexcept {
+    for (int w = 0; w < words; ++w)
+        for (int r = 0; r < 16; ++r)
+            std::memcpy(plain + r * block_bytes + plain_at + width * w, src + 16 * width * w + width * r,
+                        static_cast<size_t>(width));
+}
 
 template <DType T>
-void unpack_row_blocks(ChunkRow row, DType layout, int64_t nb, PanelBlock* dst, int64_t dst_stride) noexcept {
-    alignas(32) std::byte plain[kBlockBytes<T>];
-    for (int64_t i = 0; i < nb; ++i) {
-        const std::byte* blk = row.base + i * kBlockBytes<T>;
-        if (row.in_group >= 0) {
-            quant::deinterleaved_block(layout, row.base, nb * 256, row.in_group, i, plain);
-            blk = plain;
-        }
-        PanelBlock& p = dst[i * dst_stride];
-        for (int c = 0; c < 8; ++c)
-            _mm256_store_si256(reinterpret_cast<__m256i*>(p.codes + 32 * c), chunk_codes<T>(blk, c));
-        const Scales s = block_scales<T>(blk);
-        const __m128i lo = _mm_cvtepi8_epi16(s.scales8), hi = _mm_cvtepi8_epi16(_mm_srli_si128(s.scales8, 8));
-        auto* pairs = reinterpret_cast<__m128i*>(p.scale_pairs);
-        _mm_store_si128(pairs + 0, _mm_unpacklo_epi16(lo, lo));
-        _mm_store_si128(pairs + 1, _mm_unpackhi_epi16(lo, lo));
-        _mm_store_si128(pairs + 2, _mm_unpacklo_epi16(hi, hi));
-        _mm_store_si128(pairs + 3, _mm_unpackhi_epi16(hi, hi));
-        alignas(32) int16_t corr[16];
-        _mm256_store_si256(reinterpret_cast<__m256i*>(corr), s.corr);
-        if constexpr (kBsumPairs<T> == 4) {
-            // corr repeats each sub-block's min for its two halves: take one of each.
-            for (int j = 0; j < 4; ++j)
-                p.corr_pairs[j] = static_cast<uint16_t>(corr[4 * j]) | static_cast<int32_t>(corr[4 * j + 2]) << 16;
+constexpr bool kHasInterleaved = T == DType::Q4_K || T == DType::Q5_K || T == DType::Q6_K;
+
+template <DType T>
+    requires kHasInterleaved<T>
+void deinterleave_group_block(const std::byte* gb, std::byte* plain) noexcept {
+    constexpr int64_t BB = kBlockBytes<T>;
+    if constexpr (T == DType::Q6_K) {
+        copy_words(gb, 1, 2, plain, BB, offsetof(quant::BlockQ6_K, d));
+        copy_words(gb + 32, 4, 4, plain, BB, offsetof(quant::BlockQ6_K, scales));
+        transpose_quads(gb + 288, 32, plain, BB, offsetof(quant::BlockQ6_K, ql));
+        transpose_quads(gb + 2336, 16, plain, BB, offsetof(quant::BlockQ6_K, qh));
+    } else {
+        copy_words(gb, 1, 2, plain, BB, 0);        // d
+        copy_words(gb + 32, 1, 2, plain, BB, 2);   // dmin
+        copy_words(gb + 64, 3, 4, plain, BB, 4);   // the 12 scale bytes
+        if constexpr (T == DType::Q5_K) {
+            transpose_quads(gb + 256, 8, plain, BB, offsetof(quant::BlockQ5_K, qh));
+            transpose_quads(gb + 768, 32, plain, BB, offsetof(quant::BlockQ5_K, qs));
         } else {
-            std::memcpy(p.corr_pairs, corr, sizeof(corr));
+            transpose_quads(gb + 256, 32, plain, BB, offsetof(quant::BlockQ4_K, qs));
         }
-        p.d = s.d;
-        p.dmin = s.dmin;
     }
 }
 
 // Unpacks rows [0, rows) of a chunk into panels of kPanelRows rows, blocks of a
-// panel's rows side by side; rows past `rows` are zero (their results are dropped).
+// panel's rows side by side; rows past `rows` are zero (their results are
+// dropped). Interleaved chunks hold whole groups (their row ranges are
+// multiples of 16).
 template <DType T>
 void unpack_chunk(const std::byte* w, size_t w_stride, DType layout, int rows, int64_t nb, PanelBlock* panels) noexcept {
-    const int padded = (rows + kPanelRows - 1) / kPanelRows * kPanelRows;
-    const bool interleaved = quant::is_interleaved(layout);
-    for (int r = 0; r < padded; ++r) {
-        PanelBlock* first = panels + (r / kPanelRows) * nb * kPanelRows + r % kPanelRows;
-        if (r < rows) {
-            const int in_group = r % static_cast<int>(quant::kInterleaveRows);
-            const ChunkRow row = interleaved ? ChunkRow{w + (r - in_group) * static_cast<int64_t>(w_stride), in_group}
-                                             : ChunkRow{w + r * static_cast<int64_t>(w_stride), -1};
-            unpack_row_blocks<T>(row, layout, nb, first, kPanelRows);
-        } else {
-            for (int64_t i = 0; i < nb; ++i) std::memset(&first[i * kPanelRows], 0, sizeof(PanelBlock));
+    const auto panel_block = [&](int r, int64_t i) -> PanelBlock& {
+        return panels[(r / kPanelRows) * nb * kPanelRows + i * kPanelRows + r % kPanelRows];
+    };
+    if constexpr (kHasInterleaved<T>) {
+        if (quant::is_interleaved(layout)) {
+            constexpr int64_t BB = kBlockBytes<T>;
+            alignas(32) std::byte plain[16 * BB];
+            for (int g = 0; g < rows; g += 16) {
+                const std::byte* group = w + g * static_cast<int64_t>(w_stride);
+                for (int64_t i = 0; i < nb; ++i) {
+                    deinterleave_group_block<T>(group + i * 16 * BB, plain);
+                    for (int r = 0; r < 16; ++r) unpack_block<T>(plain + r * BB, panel_block(g + r, i));
+                }
+            }
+            return;  // whole groups: no padding rows
         }
     }
+    for (int r = 0; r < rows; ++r)
+        for (int64_t i = 0; i < nb; ++i)
+            unpack_block<T>(w + r * static_cast<int64_t>(w_stride) + i * kBlockBytes<T>, panel_block(r, i));
+    const int padded = (rows + kPanelRows - 1) / kPanelRows * kPanelRows;
+    for (int r = rows; r < padded; ++r)
+        for (int64_t i = 0; i < nb; ++i) std::memset(&panel_block(r, i), 0, sizeof(PanelBlock));
 }
 
 // Packs tokens [t0, t0 + nt) (nt <= V x 8) of the prepared Q8_K rows into one
