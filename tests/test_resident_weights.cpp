@@ -136,8 +136,9 @@ TEST_CASE("a mapped quantized model copies only the matrices the kernels read in
     for (const GgufTensor& t : file->tensors()) {
         const bool matrix = t.dims.size() == 2 && t.name != "token_embd.weight";
         const bool interleaves =
+            matrix &&
             kernels::weight_layout(kernels::active_matmul_kernels(), t.type, static_cast<int64_t>(t.dims[1])).has_value();
-        interleaved += matrix && interleaves ? 1 : 0;
+        interleaved += interleaves ? 1 : 0;
         const auto copy = std::find_if(m.copies.begin(), m.copies.end(), [&](const CopiedTensor& c) { return c.name == t.name; });
         if (interleaves && matrix) {
             REQUIRE(copy != m.copies.end());
