@@ -46,9 +46,12 @@ void multiply(const Graph& g, const Node& n, const ExecContext& ctx, const kerne
 // threads then finish within one panel of each other. With four chunks per
 // thread a prompt's 2048-row products ended up to 256 rows apart, which cost
 // 7% of both threads' time in barrier waits at pp128 (KILN_PROFILE). Decode
-// products keep a few large chunks: each chunk is a new set of weight streams
-// for the prefetcher, and their rows take nanoseconds each.
-constexpr int64_t kDecodeChunksPerThread = 4;
+// products take 16 chunks per thread: on a shared 2-core AMD EPYC, 1.1B
+// Q4_K_M (interleaved rows, one weight stream per chunk) spent 12-33% of both
+// threads' time in barrier waits with 4 (tg32 20-27 t/s), 4-6% with 16 (29-30
+// t/s); 32 and 64 were no better, and a Q8_0 file (plain rows, a stream per
+// row of a tile) ran the same with 4 or 16.
+constexpr int64_t kDecodeChunksPerThread = 16;
 
 void run_matmul_claiming(const Graph& g, const Node& n, const ExecContext& ctx, std::atomic<int64_t>& next) {
     const Node& w = g.node(n.src[0]);
