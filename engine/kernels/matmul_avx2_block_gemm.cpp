@@ -20,7 +20,9 @@
 // 2 x 128 x 127). Per block and token lane: one float multiply-add of the exact
 // int32 dot by d_w x d_x, and for Q4_1/Q5_1 one of the minimum by the token's
 // s, in block order: each (row, token) result is the same whatever rows,
-// tokens, chunk or thread it is computed with.
+// tokens, chunk or thread it is computed with. Interleaved Q8_0_R16 and
+// Q4_0_R16 rows are gathered back to plain blocks as the panel is unpacked
+// (once per row and call), so they give the plain rows' bits.
 #include "engine/kernels/matmul_avx2_block_gemm.h"
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
@@ -28,6 +30,8 @@
 #include "engine/kernels/matmul_avx2_blocks.h"
 
 #include <cstring>
+
+#include "engine/quant/interleave.h"
 
 namespace kiln::kernels::detail {
 namespace {
@@ -123,16 +127,44 @@ inline __m256i gemm_codes(const std::byte* blk) noexcept {
     else return load_codes<W>(blk);  // Q8_0, IQ4_NL: signed; Q4_1, Q5_1: unsigned
 }
 
-// R rows (R <= kGemmRows) against every packed token: out[t * out_stride + r].
+// The weight matrix: plain rows, or (Q8_0_R16, Q4_0_R16) groups of 16
+// interleaved rows, whose blocks are gathered back to the plain layout
+// (quant/interleave.h's, written out here: through deinterleaved_block the
+// gathering cost Q4_0's pp128 20%).
+struct WeightRows {
+    const std::byte* w;
+    size_t stride;
+    bool interleaved;
+
+    template <DType W>
+    const std::byte* block(int64_t row, int64_t b, std::byte* scratch) const noexcept {
+        constexpr int64_t BB = kBlockBytes<W>;
+        if constexpr (W == DType::Q8_0 || W == DType::Q4_0) {
+            if (interleaved) {
+                // Per group and block: the 16 rows' fp16 d, then quad q of row r at 32 + 64 q + 4 r.
+                constexpr int kQuads = W == DType::Q8_0 ? 8 : 4;
+                const int64_t in_group = row % quant::kInterleaveRows;
+                const std::byte* g = w + (row - in_group) * static_cast<int64_t>(stride) + b * quant::kInterleaveRows * BB;
+                std::memcpy(scratch, g + 2 * in_group, 2);
+                for (int q = 0; q < kQuads; ++q) std::memcpy(scratch + 2 + 4 * q, g + 32 + 64 * q + 4 * in_group, 4);
+                return scratch;
+            }
+        }
+        return w + row * static_cast<int64_t>(stride) + b * BB;
+    }
+};
+
+// R rows (R <= kGemmRows) from `first` on against every packed token: out[t * out_stride + r].
 template <DType W, int R>
-void gemm_rows(const std::byte* w, size_t w_stride, const PackedTokens& p, Panel panel, int64_t n_tokens, float* out,
+void gemm_rows(const WeightRows& m, int64_t first, const PackedTokens& p, Panel panel, int64_t n_tokens, float* out,
                int64_t out_stride) noexcept {
     // The rows' codes, unpacked once for all the token vectors.
     const int64_t nb = p.nb, k = nb * 32;
     const size_t per_row = static_cast<size_t>(k) * (kSignedCodes<W> ? 2 : 1);
+    alignas(32) std::byte gathered[64];
     for (int r = 0; r < R; ++r)
         for (int64_t b = 0; b < nb; ++b) {
-            const std::byte* blk = w + r * static_cast<int64_t>(w_stride) + b * kBlockBytes<W>;
+            const std::byte* blk = m.template block<W>(first + r, b, gathered);
             uint8_t* dst = panel.codes + r * per_row + static_cast<size_t>(b * 32);
             const __m256i codes = gemm_codes<W>(blk);
             if constexpr (kSignedCodes<W>) {
@@ -195,22 +227,21 @@ void gemm_rows(const std::byte* w, size_t w_stride, const PackedTokens& p, Panel
 }
 
 template <DType W>
-void gemm_range(const std::byte* w, size_t w_stride, int64_t r0, int64_t r1, const PackedTokens& p, Panel panel,
-                int64_t n_tokens, float* out, int64_t out_stride) noexcept {
-    const auto row = [&](int64_t r) { return w + r * static_cast<int64_t>(w_stride); };
+void gemm_range(const WeightRows& m, int64_t r0, int64_t r1, const PackedTokens& p, Panel panel, int64_t n_tokens,
+                float* out, int64_t out_stride) noexcept {
     int64_t r = r0;
-    for (; r + kGemmRows <= r1; r += kGemmRows) gemm_rows<W, kGemmRows>(row(r), w_stride, p, panel, n_tokens, out + r, out_stride);
+    for (; r + kGemmRows <= r1; r += kGemmRows) gemm_rows<W, kGemmRows>(m, r, p, panel, n_tokens, out + r, out_stride);
     switch (r1 - r) {
-        case 3: gemm_rows<W, 3>(row(r), w_stride, p, panel, n_tokens, out + r, out_stride); break;
-        case 2: gemm_rows<W, 2>(row(r), w_stride, p, panel, n_tokens, out + r, out_stride); break;
-        case 1: gemm_rows<W, 1>(row(r), w_stride, p, panel, n_tokens, out + r, out_stride); break;
+        case 3: gemm_rows<W, 3>(m, r, p, panel, n_tokens, out + r, out_stride); break;
+        case 2: gemm_rows<W, 2>(m, r, p, panel, n_tokens, out + r, out_stride); break;
+        case 1: gemm_rows<W, 1>(m, r, p, panel, n_tokens, out + r, out_stride); break;
         default: break;
     }
 }
 
 // The GEMM over this thread's claimed rows; false when its scratch cannot be had.
 template <DType W>
-bool block_gemm(int64_t k, const std::byte* w, size_t w_stride, int64_t r0, int64_t r1, const std::byte* x,
+bool block_gemm(DType layout, int64_t k, const std::byte* w, size_t w_stride, int64_t r0, int64_t r1, const std::byte* x,
                 size_t x_stride, int64_t n_tokens, float* out, int64_t out_stride, const RowClaims* claims) noexcept {
     // Activations packed once for every chunk this thread claims.
     const size_t tokens_bytes = packed_tokens_bytes(k, n_tokens);
@@ -218,8 +249,9 @@ bool block_gemm(int64_t k, const std::byte* w, size_t w_stride, int64_t r0, int6
     if (scratch == nullptr) return false;
     const PackedTokens packed = pack_tokens<W>(k, x, x_stride, n_tokens, scratch);
     const Panel panel = panel_at(scratch + tokens_bytes, k);
+    const WeightRows m{w, w_stride, quant::is_interleaved(layout)};
     for_each_claimed(r0, r1, claims, [&](int64_t a, int64_t b) {
-        gemm_range<W>(w, w_stride, a, b, packed, panel, n_tokens, out, out_stride);
+        gemm_range<W>(m, a, b, packed, panel, n_tokens, out, out_stride);
     });
     return true;
 }
@@ -230,12 +262,14 @@ bool avx2_block_gemm(DType type, int64_t k, const std::byte* w, size_t w_stride,
                      const std::byte* x, size_t x_stride, int64_t n_tokens, float* out, int64_t out_stride,
                      const RowClaims* claims) noexcept {
     switch (type) {
-        case DType::Q8_0: return block_gemm<DType::Q8_0>(k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride, claims);
-        case DType::Q4_0: return block_gemm<DType::Q4_0>(k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride, claims);
-        case DType::Q4_1: return block_gemm<DType::Q4_1>(k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride, claims);
-        case DType::Q5_0: return block_gemm<DType::Q5_0>(k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride, claims);
-        case DType::Q5_1: return block_gemm<DType::Q5_1>(k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride, claims);
-        case DType::IQ4_NL: return block_gemm<DType::IQ4_NL>(k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride, claims);
+        case DType::Q8_0:
+        case DType::Q8_0_R16: return block_gemm<DType::Q8_0>(type, k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride, claims);
+        case DType::Q4_0:
+        case DType::Q4_0_R16: return block_gemm<DType::Q4_0>(type, k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride, claims);
+        case DType::Q4_1: return block_gemm<DType::Q4_1>(type, k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride, claims);
+        case DType::Q5_0: return block_gemm<DType::Q5_0>(type, k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride, claims);
+        case DType::Q5_1: return block_gemm<DType::Q5_1>(type, k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride, claims);
+        case DType::IQ4_NL: return block_gemm<DType::IQ4_NL>(type, k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride, claims);
         default: return false;
     }
 }

@@ -1,6 +1,7 @@
-// Decode kernels of the "avx2" set for the interleaved K-quant layouts
+// Decode kernels of the "avx2" set for the interleaved layouts
 // (quant/interleave.h): Q4_K_R16, Q5_K_R16 and Q6_K_R16 weights against
-// Q8_K-prepared tokens.
+// Q8_K-prepared tokens, Q8_0_R16 and Q4_0_R16 against Q8_0-prepared ones
+// (legacy_rows, below).
 //
 // Rows sit in the 32-bit lanes, 8 rows to a vector (a group's 16 rows are two
 // vectors). A 32-byte load holds the same 4 code bytes of 8 rows; against the
@@ -23,9 +24,10 @@
 // All integer sums are exact, and per super-block the float work is that of
 // the avx512-vnni interleaved kernels: acc += isum * (d * dx), then, with a
 // minimum, acc -= msum * (dmin * dx). Each row's arithmetic is the same in
-// every tile shape and thread split. Prompts (6 tokens or more) run the K-quant
-// GEMM, which takes interleaved blocks as it takes plain ones.
+// every tile shape and thread split. Prompts (6 tokens or more; 8 for Q8_0 and
+// Q4_0) run the GEMMs, which take interleaved blocks as they take plain ones.
 #include "engine/kernels/matmul_avx2_kquants.h"
+#include "engine/kernels/matmul_avx2_block_gemm.h"
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 
@@ -311,11 +313,93 @@ void q6_k_rows(int64_t nb, const std::byte* group, int h0, const std::byte* x, s
         for (int t = 0; t < NT; ++t) store_rows(out + t * out_stride + kLaneRows * v, acc[v][t]);
 }
 
+// Q8_0_R16 / Q4_0_R16 against Q8_0 tokens (34-byte blocks: fp16 d, 32 codes
+// in [-127, 127]). Q4_0 codes are used as stored (q = w + 8, unsigned): the 8
+// quads' pairs (at most 2 x 15 x 128 each) add in int16, one vpmaddwd by ones
+// widens them, and 8 x the sum of the token's codes is taken off. Q8_0 codes
+// are signed: vpsignb moves each code's sign onto the token's code (pairs at
+// most 2 x 128 x 127, widened per quad). Per block the float work is that of
+// the avx512-vnni kernels: acc += isum * (d * dx).
+template <DType T, int NT, int V>
+void legacy_rows(int64_t nb, const std::byte* group, int h0, const std::byte* x, size_t x_stride, float* out,
+                 int64_t out_stride) noexcept {
+    constexpr bool kEight = T == DType::Q8_0_R16;
+    constexpr int64_t kBlockBytes = kEight ? 16 * 34 : 16 * 18;
+    const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    __m256 acc[V][NT];
+    for (int v = 0; v < V; ++v)
+        for (int t = 0; t < NT; ++t) acc[v][t] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; ++i) {
+        const std::byte* gb = group + i * kBlockBytes;
+        __m256i isum[V][NT];
+        if constexpr (kEight) {
+            for (int v = 0; v < V; ++v)
+                for (int t = 0; t < NT; ++t) isum[v][t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+            for (int q = 0; q < 8; ++q) {
+                __m256i mag[V], codes[V];
+                for (int v = 0; v < V; ++v) {
+                    codes[v] = load256(gb + 32 + 64 * q + 32 * (h0 + v));
+                    mag[v] = _mm256_abs_epi8(codes[v]);
+                }
+                for (int t = 0; t < NT; ++t) {
+                    const __m256i xq = bcast32(x + t * static_cast<int64_t>(x_stride) + i * 34 + 2 + 4 * q);
+                    for (int v = 0; v < V; ++v) {
+                        const __m256i pairs = _mm256_maddubs_epi16(mag[v], _mm256_sign_epi8(xq, codes[v]));
+                        isum[v][t] = _mm256_add_epi32(isum[v][t], _mm256_madd_epi16(pairs, ones));
+                    }
+                }
+            }
+        } else {
+            __m256i pairs[V][NT];
+#pragma GCC unroll 4
+            for (int q = 0; q < 4; ++q) {
+                __m256i lo[V], hi[V];
+                for (int v = 0; v < V; ++v) {
+                    const __m256i c = load256(gb + 32 + 64 * q + 32 * (h0 + v));
+                    lo[v] = _mm256_and_si256(c, low4);
+                    hi[v] = _mm256_and_si256(_mm256_srli_epi16(c, 4), low4);
+                }
+                for (int t = 0; t < NT; ++t) {
+                    const std::byte* xq = x + t * static_cast<int64_t>(x_stride) + i * 34 + 2 + 4 * q;
+                    const __m256i xl = bcast32(xq), xh = bcast32(xq + 16);
+                    for (int v = 0; v < V; ++v) {
+                        const __m256i p = add_pairs(_mm256_maddubs_epi16(lo[v], xl), _mm256_maddubs_epi16(hi[v], xh));
+                        pairs[v][t] = q == 0 ? p : add_pairs(pairs[v][t], p);
+                    }
+                }
+            }
+            for (int t = 0; t < NT; ++t) {
+                // Sum of the token's 32 signed codes: unsigned sums of (code + 128), less 32 x 128.
+                const __m256i codes = load256(x + t * static_cast<int64_t>(x_stride) + i * 34 + 2);
+                const __m256i sad = _mm256_sad_epu8(_mm256_xor_si256(codes, _mm256_set1_epi8(-128)), _mm256_setzero_si256());
+                const __m128i s2 = _mm_add_epi64(_mm256_castsi256_si128(sad), _mm256_extracti128_si256(sad, 1));
+                const auto sum = static_cast<int32_t>(_mm_cvtsi128_si64(s2) + _mm_extract_epi64(s2, 1)) - 32 * 128;
+                const __m256i offset = _mm256_set1_epi32(8 * sum);
+                for (int v = 0; v < V; ++v)
+                    isum[v][t] = _mm256_sub_epi32(_mm256_madd_epi16(pairs[v][t], ones), offset);
+            }
+        }
+        for (int t = 0; t < NT; ++t) {
+            uint16_t h;
+            std::memcpy(&h, x + t * static_cast<int64_t>(x_stride) + i * 34, 2);
+            const __m256 vdx = _mm256_set1_ps(_cvtsh_ss(h));
+            for (int v = 0; v < V; ++v) {
+                const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb + 16 * (h0 + v))));
+                acc[v][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[v][t]), _mm256_mul_ps(d, vdx), acc[v][t]);
+            }
+        }
+    }
+    for (int v = 0; v < V; ++v)
+        for (int t = 0; t < NT; ++t) store_rows(out + t * out_stride + kLaneRows * v, acc[v][t]);
+}
+
 using RowsFn = void (*)(int64_t, const std::byte*, int, const std::byte*, size_t, float*, int64_t) noexcept;
 
 template <DType T, int NT, int V>
 constexpr RowsFn rows_fn() noexcept {
     if constexpr (T == DType::Q6_K_R16) return q6_k_rows<NT, V>;
+    else if constexpr (T == DType::Q8_0_R16 || T == DType::Q4_0_R16) return legacy_rows<T, NT, V>;
     else return q45_k_rows<T, NT, V>;
 }
 
@@ -326,7 +410,7 @@ template <DType T>
 void interleaved_matmul(int64_t k, const std::byte* w, size_t w_stride, int64_t a, int64_t b, const std::byte* x,
                         size_t x_stride, int64_t n_tokens, float* out, int64_t out_stride) noexcept {
     constexpr RowsFn kOneToken = rows_fn<T, 1, 2>(), kOneTokenHalf = rows_fn<T, 1, 1>(), kTwoTokens = rows_fn<T, 2, 1>();
-    const int64_t nb = k / 256;
+    const int64_t nb = k / (T == DType::Q8_0_R16 || T == DType::Q4_0_R16 ? 32 : 256);
     for (int64_t g = a; g < b; g += kGroupRows) {
         const std::byte* group = w + g * static_cast<int64_t>(w_stride);
         if (n_tokens == 1) {
@@ -348,14 +432,19 @@ void interleaved_matmul(int64_t k, const std::byte* w, size_t w_stride, int64_t 
 bool avx2_interleaved_matmul(DType type, int64_t k, const void* w, size_t w_stride, int64_t r0, int64_t r1,
                              const void* x, size_t x_stride, int64_t n_tokens, float* out, int64_t out_stride,
                              const RowClaims* claims) noexcept {
-    if (n_tokens >= kAvx2KquantGemmTokens)
-        return avx2_kquant_gemm(type, k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride, claims);
     const auto* wb = static_cast<const std::byte*>(w);
     const auto* xb = static_cast<const std::byte*>(x);
+    const bool legacy = type == DType::Q8_0_R16 || type == DType::Q4_0_R16;
+    if (legacy && n_tokens >= kBlockGemmMinTokens)
+        return avx2_block_gemm(type, k, wb, w_stride, r0, r1, xb, x_stride, n_tokens, out, out_stride, claims);
+    if (!legacy && n_tokens >= kAvx2KquantGemmTokens)
+        return avx2_kquant_gemm(type, k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride, claims);
     for_each_claimed(r0, r1, claims, [&](int64_t a, int64_t b) {
         switch (type) {
             case DType::Q4_K_R16: interleaved_matmul<DType::Q4_K_R16>(k, wb, w_stride, a, b, xb, x_stride, n_tokens, out, out_stride); break;
             case DType::Q5_K_R16: interleaved_matmul<DType::Q5_K_R16>(k, wb, w_stride, a, b, xb, x_stride, n_tokens, out, out_stride); break;
+            case DType::Q8_0_R16: interleaved_matmul<DType::Q8_0_R16>(k, wb, w_stride, a, b, xb, x_stride, n_tokens, out, out_stride); break;
+            case DType::Q4_0_R16: interleaved_matmul<DType::Q4_0_R16>(k, wb, w_stride, a, b, xb, x_stride, n_tokens, out, out_stride); break;
             default: interleaved_matmul<DType::Q6_K_R16>(k, wb, w_stride, a, b, xb, x_stride, n_tokens, out, out_stride); break;
         }
     });
