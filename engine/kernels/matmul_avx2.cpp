@@ -524,13 +524,15 @@ void avx2_matmul(DType type, int64_t k, const void* w, size_t w_stride, int64_t 
         scalar_matmul_kernels().matmul(type, k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride, claims);
 }
 
-// Loaded interleaved: Q4_0 and the K-quants, whose decode the interleaved
-// kernels make 1.2-1.5x faster on an AVX2 EPYC (1.1B files, tg64). Q8_0 is not:
-// its plain tiles already stream near the bandwidth, and interleaved it decoded
-// no faster (11.2-11.7 against 11.4-12.3 t/s); its Q8_0_R16 kernels serve
-// weights handed over in that layout.
+// Loaded interleaved: Q4_0 and Q4_K, whose decode the interleaved kernels make
+// faster on an AVX2 EPYC (1.1B files, tg64 at 1 thread: Q4_0 12.8-13.7 ->
+// 19.0-19.8 t/s; Q4_K_M 1.1-1.2x). Not Q8_0, Q5_K or Q6_K: hot in cache their
+// interleaved kernels are 1.2-1.9x faster too, but streamed from DRAM they ran
+// slower than the plain tiles (tg64: Q5_K_M 14.3-16.2 plain, 10.3-10.8
+// interleaved; Q6_K 10.1-11.1 and 8.1-9.2; Q8_0 no faster). Their R16 kernels
+// serve weights handed over in that layout.
 constexpr MatmulKernels kAvx2{"avx2", avx2_prepare_row, avx2_matmul,
-                              type_bits({DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K})};
+                              type_bits({DType::Q4_0, DType::Q4_K})};
 
 }  // namespace
 
