@@ -348,6 +348,19 @@ int run(int argc, char** argv) {
         }
     }
     if (opt.quick) opt.reps = std::min(opt.reps, 2);
+    const std::vector<DType> all_types{DType::F32,  DType::F16,  DType::Q8_0,   DType::Q4_0, DType::Q4_1, DType::IQ4_XS,
+                                       DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::Q4_K, DType::Q6_K};
+    const std::vector<DType>& matvec_types = opt.types.empty() ? all_types : opt.types;
+    for (DType type : matvec_types) {
+        if (!kiln::kernels::matmul_supports(type))
+            kiln::cli::usage_error("--types: kiln does not multiply with {} weights", kiln::dtype_name(type));
+        if (kiln::quant::is_interleaved(type))
+            kiln::cli::usage_error("--types: {} is a layout, not a file type: name {} (the kernel set picks the layout)",
+                                   kiln::dtype_name(type), kiln::dtype_name(kiln::quant::plain_type(type)));
+        for (const Options::Shape& s : opt.shapes)
+            if (!kiln::checked_bytes(type, static_cast<uint64_t>(s.k)))
+                kiln::cli::usage_error("--shapes: k = {} is not a whole number of {} blocks", s.k, kiln::dtype_name(type));
+    }
 
     const MatmulKernels* set = &kiln::kernels::active_matmul_kernels();
     std::string available;
@@ -385,13 +398,6 @@ int run(int argc, char** argv) {
 
     // Matvec, hot and streaming.
     const double target_bytes = opt.quick ? 0.2e9 : 2e9;  // bytes read per timed repetition
-    const std::vector<DType> all_types{DType::F32,  DType::F16,  DType::Q8_0,   DType::Q4_0, DType::Q4_1, DType::IQ4_XS,
-                                       DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::Q4_K, DType::Q6_K};
-    const std::vector<DType>& matvec_types = opt.types.empty() ? all_types : opt.types;
-    for (DType type : matvec_types)
-        for (const Options::Shape& s : opt.shapes)
-            if (!kiln::checked_bytes(type, static_cast<uint64_t>(s.k)))
-                kiln::cli::usage_error("--shapes: k = {} is not a whole number of {} blocks", s.k, kiln::dtype_name(type));
     fmt::print("\n## Matvec (decode: 1 token), GB/s of weights\n\n");
     fmt::print("hot: one matrix, cache-resident; streaming: {:.0f} MiB of copies. BW now: memory read GB/s measured\n"
                "just before the streaming run; hot % is of the limits table's bandwidth.\n\n",

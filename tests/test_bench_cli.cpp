@@ -8,8 +8,10 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/kernels/matmul.h"
@@ -397,4 +399,36 @@ TEST_CASE("kiln-bench -o sql writes llama-bench's SQLite table, which SQLite loa
     CHECK(rows == "[(8, 0, 'real', 'integer', 1, 'llama ?B all F32 (guessed)'), (0, 4, 'real', 'integer', 1, 'llama ?B all F32 "
                   "(guessed)'), (8, 0, 'real', 'integer', 1, 'llama ?B all F32 (guessed)'), (0, 4, 'real', 'integer', 1, "
                   "'llama ?B all F32 (guessed)')]\n");
+}
+
+TEST_CASE("kiln-kernel-bench --types and --shapes: the named kernels only, bad values in one line", "[cli][bench]") {
+    const std::string tool = test::program_command(std::filesystem::path(KILN_BENCH_DIR) / "kiln-kernel-bench");
+    // --quick: a smoke test of the flags, not a measurement (no timing is checked).
+    const test::ToolRun run = test::run_command(tool + " --quick -t 1 --types q4_K,q8_0 --shapes 64x256,32x512");
+    INFO(run.out << run.err);
+    REQUIRE(run.status == 0);
+    std::vector<std::string> matvec_rows;
+    for (const std::string& line : lines_of(run.out))
+        if (line.starts_with("| q") && line.find('x') != std::string::npos && line.find(" | 1 | ") != std::string::npos &&
+            std::count(line.begin(), line.end(), '|') == 10)
+            matvec_rows.push_back(line);
+    // Two types x two shapes, the type named as the set holds it (q4_K may be interleaved: q4_K_r16).
+    REQUIRE(matvec_rows.size() == 4);
+    CHECK(matvec_rows[0].find(" | 64x256 | ") != std::string::npos);
+    CHECK(matvec_rows[1].find(" | 32x512 | ") != std::string::npos);
+    CHECK(matvec_rows[0].starts_with("| q4_K"));
+    CHECK(matvec_rows[2].starts_with("| q8_0"));
+
+    for (const auto& [args, says] : std::vector<std::pair<std::string, std::string>>{
+             {"--types q9_Z", "unknown type 'q9_Z'"},
+             {"--types iq2_xxs", "does not multiply with iq2_xxs"},
+             {"--shapes 64by256", "'64by256' is not ROWSxK"},
+             {"--types q4_K --shapes 64x100", "k = 100 is not a whole number of q4_K blocks"}}) {
+        const test::ToolRun bad = test::run_command(tool + " " + args);
+        INFO(args << ": " << bad.out << bad.err);
+        CHECK(bad.status != 0);
+        CHECK(bad.out.empty());  // refused before measuring anything
+        CHECK(lines_of(bad.err).size() == 1);
+        CHECK(bad.err.find(says) != std::string::npos);
+    }
 }
