@@ -90,14 +90,10 @@ struct Options {
 // "q4_K,q6_K" -> types; a name kiln does not know is a usage error.
 std::vector<DType> parse_types(std::string_view flag, std::string_view list) {
     std::vector<DType> types;
-    size_t start = 0;
-    while (start <= list.size()) {
-        const size_t comma = std::min(list.find(',', start), list.size());
-        const std::string_view name = list.substr(start, comma - start);
+    for (std::string_view name : kiln::cli::split_list(list)) {
         const std::optional<DType> t = kiln::parse_dtype(name);
         if (!t) kiln::cli::usage_error("{}: unknown type '{}'", flag, name);
         types.push_back(*t);
-        start = comma + 1;
     }
     return types;
 }
@@ -105,15 +101,11 @@ std::vector<DType> parse_types(std::string_view flag, std::string_view list) {
 // "5632x2048,2048x5632" -> shapes, each dimension 1..1,000,000.
 std::vector<Options::Shape> parse_shapes(std::string_view flag, std::string_view list) {
     std::vector<Options::Shape> shapes;
-    size_t start = 0;
-    while (start <= list.size()) {
-        const size_t comma = std::min(list.find(',', start), list.size());
-        const std::string_view item = list.substr(start, comma - start);
+    for (std::string_view item : kiln::cli::split_list(list)) {
         const size_t x = item.find('x');
         if (x == std::string_view::npos) kiln::cli::usage_error("{}: '{}' is not ROWSxK", flag, item);
         shapes.push_back({kiln::cli::parse_int(flag, item.substr(0, x), 1, 1'000'000),
                           kiln::cli::parse_int(flag, item.substr(x + 1), 1, 1'000'000)});
-        start = comma + 1;
     }
     return shapes;
 }

@@ -31,7 +31,7 @@
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 
-#include "engine/kernels/simd.h"
+#include "engine/kernels/matmul_avx2_kquant_unpack.h"
 
 #include <algorithm>
 #include <array>
@@ -45,14 +45,7 @@ namespace {
 
 constexpr int64_t kGroupRows = quant::kInterleaveRows;
 constexpr int kLaneRows = 8;                                 // rows per vector
-constexpr int64_t kXBytes = 292, kXCodes = 4, kXBsums = 260;  // a Q8_K block
-
-inline __m256i load256(const std::byte* p) noexcept { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
-inline __m256i bcast32(const std::byte* p) noexcept {
-    int32_t v;
-    std::memcpy(&v, p, 4);
-    return _mm256_set1_epi32(v);
-}
+using namespace avx2_kquant;  // load256, bcast32, the Q8_K block's offsets
 
 // Per 32-bit lane, its byte `b` zero-extended into both int16 halves: (s, s).
 inline __m256i lane_byte_pair(__m256i words, int b) noexcept {
@@ -102,8 +95,6 @@ inline __m256i fifth_bit(__m256i v) noexcept {
     const __m256i at4 = bit < 4 ? _mm256_slli_epi16(v, 4 - bit) : bit > 4 ? _mm256_srli_epi16(v, bit - 4) : v;
     return _mm256_and_si256(at4, _mm256_set1_epi8(0x10));
 }
-
-inline void store_rows(float* out, __m256 acc) noexcept { _mm256_storeu_ps(out, acc); }
 
 // Adds int16 pair sums whose total provably fits. Saturating, though nothing
 // saturates: the compiler may regroup a chain of plain adds into a tree that
@@ -217,7 +208,7 @@ void q45_k_rows(int64_t nb, const std::byte* group, int h0, const std::byte* x, 
         }
     }
     for (int v = 0; v < V; ++v)
-        for (int t = 0; t < NT; ++t) store_rows(out + t * out_stride + kLaneRows * v, acc[v][t]);
+        for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + t * out_stride + kLaneRows * v, acc[v][t]);
 }
 
 constexpr int64_t kQ6GroupBlockBytes = 16 * 210;
@@ -310,7 +301,7 @@ void q6_k_rows(int64_t nb, const std::byte* group, int h0, const std::byte* x, s
         }
     }
     for (int v = 0; v < V; ++v)
-        for (int t = 0; t < NT; ++t) store_rows(out + t * out_stride + kLaneRows * v, acc[v][t]);
+        for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + t * out_stride + kLaneRows * v, acc[v][t]);
 }
 
 // Q8_0_R16 / Q4_0_R16 against Q8_0 tokens (34-byte blocks: fp16 d, 32 codes
@@ -391,7 +382,7 @@ void legacy_rows(int64_t nb, const std::byte* group, int h0, const std::byte* x,
         }
     }
     for (int v = 0; v < V; ++v)
-        for (int t = 0; t < NT; ++t) store_rows(out + t * out_stride + kLaneRows * v, acc[v][t]);
+        for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + t * out_stride + kLaneRows * v, acc[v][t]);
 }
 
 using RowsFn = void (*)(int64_t, const std::byte*, int, const std::byte*, size_t, float*, int64_t) noexcept;

@@ -228,12 +228,6 @@ void pack_tile(const std::byte* x, size_t x_stride, int64_t t0, int nt, int64_t 
     }
 }
 
-inline __m256i bcast32(const void* p) noexcept {
-    int32_t v;
-    std::memcpy(&v, p, 4);
-    return _mm256_set1_epi32(v);
-}
-
 // res[t * kChunkRows + r] for the panel's kPanelRows rows and the tile's V x 8 tokens.
 template <DType T, int V>
 void gemm_tile(int64_t nb, const PanelBlock* panel, const std::byte* tile, float* res) noexcept {

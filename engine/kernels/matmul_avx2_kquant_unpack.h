@@ -25,6 +25,11 @@ inline uint32_t u32_at(const std::byte* p) noexcept {
     return v;
 }
 inline __m256i load256(const std::byte* p) noexcept { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+inline __m256i bcast32(const void* p) noexcept {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
 inline __m256i srl16(__m256i v, int n) noexcept { return _mm256_srl_epi16(v, _mm_cvtsi32_si128(n)); }
 
 template <DType T>
