@@ -223,6 +223,24 @@ def test_load(server):
     check(all_idle(server), "every slot idle after the load test")
 
 
+def test_port_in_use(server):
+    # A second server on a port a live one holds must refuse to start: with
+    # SO_REUSEPORT both would listen and share the connections silently.
+    second = subprocess.Popen([SERVER, "-m", MODEL, "--port", str(server.port), "-t", "1"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        stderr = second.communicate(timeout=30)[1]
+    except subprocess.TimeoutExpired:
+        second.kill()
+        stderr = second.communicate()[1]
+    lines = stderr.strip().splitlines()
+    check(second.returncode != 0, "a second server on port %d exits non-zero (got %d)" % (server.port, second.returncode))
+    check(bool(lines) and "cannot listen on 127.0.0.1:%d" % server.port in lines[-1],
+          "the second server names the port it cannot take: %r" % lines[-1:])
+    check(not any("listening on" in line for line in lines), "the second server never says it is listening")
+    check(request(server, "/health")[0] == 200, "the first server still answers after the refused second one")
+
+
 def test_sigterm():
     server = Server("-np", "2", "-c", "1024")
     try:
@@ -247,7 +265,8 @@ os.makedirs(LOG_DIR, exist_ok=True)
 def main():
     server = Server("-np", "4", "-c", "2048", "--api-key", KEY, "--max-body-bytes", "65536")
     try:
-        for test in (test_sse_framing_with_curl, test_errors_and_key, test_disconnect_frees_slot, test_load):
+        for test in (test_sse_framing_with_curl, test_errors_and_key, test_disconnect_frees_slot, test_load,
+                     test_port_in_use):
             print("--", test.__name__, flush=True)
             test(server)
         check(server.proc.poll() is None, "the server is still running after every test")

@@ -102,6 +102,14 @@ int serve(const ServerOptions& o) {
     const auto http_threads = static_cast<size_t>(o.http_threads > 0 ? o.http_threads : 2 * o.parallel + 16);
     server.new_task_queue = [http_threads] { return new httplib::ThreadPool(http_threads); };
     api.install(server);
+    // httplib sets SO_REUSEPORT on Linux, which lets a second server bind the
+    // same port and silently take half its connections. SO_REUSEADDR alone
+    // still allows a restart while old connections sit in TIME_WAIT, and a
+    // port that a live server holds fails to bind (the error below).
+    server.set_socket_options([](socket_t sock) {
+        int yes = 1;
+        setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const void*>(&yes), sizeof(yes));
+    });
 
     const int port = o.port == 0 ? server.bind_to_any_port(o.host) : (server.bind_to_port(o.host, o.port) ? o.port : -1);
     if (port < 0) kiln::fail("kiln-server", "cannot listen on {}:{} (in use, or not an address of this machine)", o.host, o.port);
