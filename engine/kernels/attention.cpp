@@ -115,7 +115,14 @@ static_assert(kScoreQueries % kValueQueries == 0 || kScoreQueries < kValueQuerie
 static_assert(kAttentionChunk % kKeysPerBlock == 0 && kAttentionChunk % W == 0,
               "chunks are whole score tiles and value blocks");
 constexpr int64_t kMaxValueBatches = W >= 16 ? 4 : 2;
-constexpr int64_t kDimsPerPass = kMaxValueBatches * W;
+// A tile of fewer queries takes more dimensions per pass, as many
+// accumulators as kValueQueries would use (at most 8). Each accumulator is a
+// chain of FMAs over the keys: a lone query (a decode step without grouped
+// heads) with 2 batches waited on the latency of its two chains, where 8
+// chains keep the FMA units busy. A (query, dimension) sum is the same chain
+// whatever the pass width, so the bits do not change with it.
+template <int Q>
+constexpr int64_t kValueBatches = std::min<int64_t>(kMaxValueBatches * kValueQueries / Q, 8);
 // A tile's scores for one chunk: kAttentionChunk floats per query, padded.
 constexpr size_t kScoreStride = static_cast<size_t>(kAttentionChunk + W);
 
@@ -315,7 +322,7 @@ void accumulate_values(const AttentionQuery* queries, int nq, const float* const
                        size_t v_stride, int64_t d0, int64_t tail, int64_t j0, int64_t j1, int64_t prefetch_end,
                        double* const* total, bool first) noexcept {
     constexpr int64_t kBatches = Batches > 0 ? Batches : 1;  // arrays of at least one
-    if constexpr (Batches == kMaxValueBatches) tail = 0;     // a full pass has no tail
+    if constexpr (Batches == kValueBatches<Q>) tail = 0;     // a full pass has no tail
     batch acc[Q][kBatches];
     float tail_acc[Q][W] = {};
     for (auto& row : acc)
@@ -351,17 +358,39 @@ void accumulate_values(const AttentionQuery* queries, int nq, const float* const
     const KeyRange shared = keys_all_use(queries, nq);
     const int64_t fast_begin = std::clamp(shared.begin, j0, j1), fast_end = std::clamp(shared.end, fast_begin, j1);
     masked_keys(j0, fast_begin);
-    for (int64_t j = fast_begin; j < fast_end; ++j) {
-        const V* row = v + static_cast<size_t>(j) * v_stride;
-        prefetch_row(j);
-        batch vv[kBatches];
-        for (int64_t b = 0; b < Batches; ++b) vv[b] = load(row, d0 + b * W);
-        for (int i = 0; i < Q; ++i) {
-            const float w = weight[i][j - base];
-            const batch wv(w);
-            for (int64_t b = 0; b < Batches; ++b) acc[i][b] = xsimd::fma(wv, vv[b], acc[i][b]);
-            for (int64_t d = 0; d < tail; ++d)
-                tail_acc[i][d] = std::fma(w, element(row, d0 + Batches * W + d), tail_acc[i][d]);
+    if (tail == 0) {
+        // No tail (every pass of a head_dim that is whole batches): the sums
+        // in locals of this loop alone, which the compiler keeps in registers
+        // (acc, which the masked loops also reach, stayed in memory for some
+        // tile shapes: a store and a reload on every key's chain).
+        batch sum[Q][kBatches];
+        for (int i = 0; i < Q; ++i)
+            for (int64_t b = 0; b < kBatches; ++b) sum[i][b] = acc[i][b];
+        for (int64_t j = fast_begin; j < fast_end; ++j) {
+            const V* row = v + static_cast<size_t>(j) * v_stride;
+            prefetch_row(j);
+            batch vv[kBatches];
+            for (int64_t b = 0; b < Batches; ++b) vv[b] = load(row, d0 + b * W);
+            for (int i = 0; i < Q; ++i) {
+                const batch wv(weight[i][j - base]);
+                for (int64_t b = 0; b < Batches; ++b) sum[i][b] = xsimd::fma(wv, vv[b], sum[i][b]);
+            }
+        }
+        for (int i = 0; i < Q; ++i)
+            for (int64_t b = 0; b < kBatches; ++b) acc[i][b] = sum[i][b];
+    } else {
+        for (int64_t j = fast_begin; j < fast_end; ++j) {
+            const V* row = v + static_cast<size_t>(j) * v_stride;
+            prefetch_row(j);
+            batch vv[kBatches];
+            for (int64_t b = 0; b < Batches; ++b) vv[b] = load(row, d0 + b * W);
+            for (int i = 0; i < Q; ++i) {
+                const float w = weight[i][j - base];
+                const batch wv(w);
+                for (int64_t b = 0; b < Batches; ++b) acc[i][b] = xsimd::fma(wv, vv[b], acc[i][b]);
+                for (int64_t d = 0; d < tail; ++d)
+                    tail_acc[i][d] = std::fma(w, element(row, d0 + Batches * W + d), tail_acc[i][d]);
+            }
         }
     }
     masked_keys(fast_end, j1);
@@ -380,23 +409,18 @@ void accumulate_values(const AttentionQuery* queries, int nq, const float* const
     }
 }
 
-// accumulate_values for a pass of `batches` whole batches and `tail` floats.
-template <int Q, class V>
+// accumulate_values for a pass of `batches` (at most B) whole batches and `tail` floats.
+template <int Q, int64_t B = kValueBatches<Q>, class V>
 void accumulate_pass(int64_t batches, const AttentionQuery* queries, int nq, const float* const* weight, int64_t base,
                      const V* v, size_t v_stride, int64_t d0, int64_t tail, int64_t j0, int64_t j1,
                      int64_t prefetch_end, double* const* total, bool first) noexcept {
-    static_assert(kMaxValueBatches == 2 || kMaxValueBatches == 4);
-    switch (batches) {
-        case 0: return accumulate_values<Q, 0>(queries, nq, weight, base, v, v_stride, d0, tail, j0, j1, prefetch_end, total, first);
-        case 1: return accumulate_values<Q, 1>(queries, nq, weight, base, v, v_stride, d0, tail, j0, j1, prefetch_end, total, first);
-        case 2: return accumulate_values<Q, 2>(queries, nq, weight, base, v, v_stride, d0, tail, j0, j1, prefetch_end, total, first);
-        case 3:
-            if constexpr (kMaxValueBatches > 3)
-                return accumulate_values<Q, 3>(queries, nq, weight, base, v, v_stride, d0, tail, j0, j1, prefetch_end, total, first);
-            [[fallthrough]];
-        default:
-            return accumulate_values<Q, kMaxValueBatches>(queries, nq, weight, base, v, v_stride, d0, tail, j0, j1,
-                                                          prefetch_end, total, first);
+    if constexpr (B == 0) {
+        accumulate_values<Q, 0>(queries, nq, weight, base, v, v_stride, d0, tail, j0, j1, prefetch_end, total, first);
+    } else if (batches >= B) {
+        accumulate_values<Q, B>(queries, nq, weight, base, v, v_stride, d0, tail, j0, j1, prefetch_end, total, first);
+    } else {
+        accumulate_pass<Q, B - 1>(batches, queries, nq, weight, base, v, v_stride, d0, tail, j0, j1, prefetch_end, total,
+                                  first);
     }
 }
 
@@ -456,22 +480,25 @@ void tile_values(const AttentionQuery* live, int n_live, const float* const* wei
         const AttentionQuery* sub = live + s0;
         const float* w[kValueQueries];
         for (int i = 0; i < kValueQueries; ++i) w[i] = weight[s0 + std::min(i, n - 1)];
-        for (int64_t d0 = 0; d0 < head_dim; d0 += kDimsPerPass) {
-            const int64_t nd = std::min(kDimsPerPass, head_dim - d0);
-            const int64_t batches = nd / W, tail = nd % W;
-            // The sums go straight into the partials: a buffer zeroed and
-            // copied with a run-time length compiled to rep stos/movs, whose
-            // start-up cost was 7% of a decode step's attention (perf).
-            double* total[kValueQueries];
-            for (int i = 0; i < kValueQueries; ++i) total[i] = live_partial[s0 + std::min(i, n - 1)] + 2 + d0;
-            for (int64_t ja = j0; ja < end; ja += kKeysPerBlock) {
-                const int64_t jb = std::min(end, ja + kKeysPerBlock);
-                const bool first = ja == j0;
-                if (n == 1) accumulate_pass<1>(batches, sub, n, w, j0, v, v_stride, d0, tail, ja, jb, end, total, first);
-                else if (n == 2) accumulate_pass<2>(batches, sub, n, w, j0, v, v_stride, d0, tail, ja, jb, end, total, first);
-                else accumulate_pass<kValueQueries>(batches, sub, n, w, j0, v, v_stride, d0, tail, ja, jb, end, total, first);
+        const auto passes = [&]<int Q>() {
+            constexpr int64_t kDimsPerPass = kValueBatches<Q> * W;
+            for (int64_t d0 = 0; d0 < head_dim; d0 += kDimsPerPass) {
+                const int64_t nd = std::min(kDimsPerPass, head_dim - d0);
+                const int64_t batches = nd / W, tail = nd % W;
+                // The sums go straight into the partials: a buffer zeroed and
+                // copied with a run-time length compiled to rep stos/movs, whose
+                // start-up cost was 7% of a decode step's attention (perf).
+                double* total[kValueQueries];
+                for (int i = 0; i < kValueQueries; ++i) total[i] = live_partial[s0 + std::min(i, n - 1)] + 2 + d0;
+                for (int64_t ja = j0; ja < end; ja += kKeysPerBlock) {
+                    const int64_t jb = std::min(end, ja + kKeysPerBlock);
+                    accumulate_pass<Q>(batches, sub, n, w, j0, v, v_stride, d0, tail, ja, jb, end, total, ja == j0);
+                }
             }
-        }
+        };
+        if (n == 1) passes.template operator()<1>();
+        else if (n == 2) passes.template operator()<2>();
+        else passes.template operator()<kValueQueries>();
     }
 }
 
