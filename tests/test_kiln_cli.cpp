@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include <regex>
+
 #include "formats/gguf/gguf_file.h"
 #include "support/paths.h"
 #include "support/run_tool.h"
@@ -55,6 +57,22 @@ TEST_CASE("the same seed and flags give the same text", "[cli][llama]") {
     const auto c = kiln_run("-p 'Once upon a time' -n 48 --seed 8 --temp 1.0 --top-k 20 --top-p 0.9 -t 2");
     CHECK(c.out != a.out);
     CHECK(a.err.find("seed 7") != std::string::npos);
+}
+
+TEST_CASE("kiln -s -1 picks a random seed, as llama.cpp's default", "[cli][llama]") {
+    // Two runs with -s -1 draw their own seeds (printed), each of which replays its text.
+    const std::string flags = "-p 'Once upon a time' -n 24 --temp 1.0 -t 1 ";
+    const auto a = kiln_run(flags + "-s -1");
+    const auto b = kiln_run(flags + "-s -1");
+    REQUIRE(a.status == 0);
+    REQUIRE(b.status == 0);
+    std::smatch ma, mb;
+    REQUIRE(std::regex_search(a.err, ma, std::regex("seed (\\d+)")));
+    REQUIRE(std::regex_search(b.err, mb, std::regex("seed (\\d+)")));
+    CHECK(ma[1] != mb[1]);
+    const auto replay = kiln_run(flags + "-s " + std::string(ma[1]));
+    CHECK(replay.out == a.out);
+    require_one_line_error(kiln_run(flags + "-s -2"), 2, "-s must be at least -1, got -2");
 }
 
 TEST_CASE("kiln refuses bad input with one line and the right status", "[cli][llama]") {

@@ -97,7 +97,7 @@ unless --temp or --beams is given. Timings go to stderr.
       --min-p P             drop tokens below P x the top probability (default 0.05; 0 = off)
       --repeat-penalty F    penalize recent tokens (default 1.0 = off)
       --repeat-last-n N     how many recent tokens to penalize (default 64; -1 = all)
-  -s, --seed N              random seed (default: random, printed on stderr)
+  -s, --seed N              random seed (default or -1: random, printed on stderr)
       --beams K             beam search with K beams instead of sampling (K = 1 is greedy)
       --length-penalty A    beam scores are log-probability / length^A (default 1.0)
       --n-best              with --beams: print every finished hypothesis with its scores
@@ -234,8 +234,10 @@ Options parse(int argc, char** argv) {
         } else if (flag == "--repeat-last-n") {
             o.sampling.repeat_last_n = static_cast<int32_t>(parse_int(flag, args.value(flag), -1, 1 << 24));
         } else if (flag == "-s" || flag == "--seed") {
-            o.sampling.seed = static_cast<uint64_t>(parse_int(flag, args.value(flag), 0));
-            o.seed_given = true;
+            // -1 is llama.cpp's "pick one at random", the default (scripts pass it).
+            const int64_t seed = parse_int(flag, args.value(flag), -1);
+            o.sampling.seed = static_cast<uint64_t>(std::max<int64_t>(seed, 0));
+            o.seed_given = seed >= 0;
         } else if (flag == "--beams") {
             o.beams = parse_int(flag, args.value(flag), 1, 256);
         } else if (flag == "--length-penalty") {
