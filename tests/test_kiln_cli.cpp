@@ -75,6 +75,33 @@ TEST_CASE("kiln -s -1 picks a random seed, as llama.cpp's default", "[cli][llama
     require_one_line_error(kiln_run(flags + "-s -2"), 2, "-s must be at least -1, got -2");
 }
 
+TEST_CASE("kiln --logit-bias and the presence and frequency penalties, as llama.cpp's flags", "[cli][llama]") {
+    // Token 407 is " upon" in stories260K's vocabulary: +100 makes greedy pick it every time.
+    const auto forced = kiln_run("-p 'Once upon a time' -n 5 --temp 0 -l 407+100");
+    REQUIRE(forced.status == 0);
+    CHECK(forced.out == "Once upon a time upon upon upon upon upon\n");
+    // A ban of greedy's first choice changes the text; a bias of 0 does not.
+    const auto greedy = kiln_run("-p 'Once upon a time' -n 5 --temp 0");
+    const auto zero = kiln_run("-p 'Once upon a time' -n 5 --temp 0 --logit-bias 407+0 --presence-penalty 0");
+    REQUIRE(greedy.status == 0);
+    CHECK(zero.out == greedy.out);
+    REQUIRE(greedy.out.rfind("Once upon a time,", 0) == 0);  // greedy's first token is ","
+    // Its id: the last of the prompt with the comma, as kiln-tokenize writes it.
+    const auto tokens = test::run_tool("kiln-tokenize", "-m " + shell_quote(model_path()) + " -p 'Once upon a time,' --no-bos");
+    INFO(tokens.out << tokens.err);
+    REQUIRE(tokens.status == 0);
+    const std::string ids = tokens.out.substr(0, tokens.out.find_last_not_of(" \n") + 1);
+    const std::string comma = ids.substr(ids.find_last_of(' ') + 1);
+    const auto banned = kiln_run("-p 'Once upon a time' -n 5 --temp 0 -l " + comma + "-inf");
+    REQUIRE(banned.status == 0);
+    CHECK(banned.out.rfind("Once upon a time,", 0) != 0);
+    require_one_line_error(kiln_run("-l 512+1"), 1, "--logit-bias token 512 is outside the vocabulary (0..511)");
+    require_one_line_error(kiln_run("-l 12"), 2, "-l expects TOKEN_ID+BIAS or TOKEN_ID-BIAS");
+    require_one_line_error(kiln_run("-l 12+x"), 2, "-l expects a number, got 'x'");
+    require_one_line_error(kiln_run("--presence-penalty high"), 2, "--presence-penalty expects a number");
+    require_one_line_error(kiln_run("-n 4 --beams 2 --frequency-penalty 1"), 2, "--beams does not use them");
+}
+
 TEST_CASE("kiln refuses bad input with one line and the right status", "[cli][llama]") {
     test::TempDir dir;
     require_one_line_error(test::run_tool("kiln", "-p hi"), 2, "a model is required");

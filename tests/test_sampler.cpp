@@ -43,6 +43,57 @@ TEST_CASE("temperature 0 is greedy, and the repeat penalty can change its choice
     CHECK(neg.sample(negative, first) == 1);
 }
 
+TEST_CASE("logit biases come first; -infinity bans a token", "[sampler]") {
+    const std::vector<float> logits{0.5f, 3.0f, 2.9f, -1.0f};
+    SamplerParams p = plain(0.0f);
+    p.logit_bias = {{3, 4.5f}};  // -1 + 4.5 = 3.5 > 3.0
+    CHECK(Sampler(p).sample(logits, {}) == 3);
+    p.logit_bias = {{1, -INFINITY}, {7, 100.0f}};  // 7 is outside the vocabulary: left alone
+    CHECK(Sampler(p).sample(logits, {}) == 2);
+    // Before the penalties: (1.0 + 1.0) / 2 = 1.0 < 1.2, where penalizing
+    // first would give 1.0 / 2 + 1.0 = 1.5 > 1.2.
+    const std::vector<float> two{1.2f, 1.0f};
+    p.logit_bias = {{1, 1.0f}};
+    p.repeat_penalty = 2.0f;
+    const std::vector<int32_t> recent{1};
+    CHECK(Sampler(p).sample(two, recent) == 0);
+    // A banned token is never drawn.
+    SamplerParams hot = plain(1.0f);
+    hot.logit_bias = {{1, -INFINITY}};
+    Sampler draws(hot);
+    const std::vector<float> flat{0.0f, 0.0f, 0.0f};
+    std::map<int32_t, int> seen;
+    for (int i = 0; i < 3000; ++i) ++seen[draws.sample(flat, {})];
+    CHECK(seen.count(1) == 0);
+    CHECK(seen[0] > 1300);
+    CHECK(seen[2] > 1300);
+}
+
+TEST_CASE("presence and frequency penalties: once, and per occurrence, after the repeat penalty", "[sampler]") {
+    const std::vector<float> logits{3.0f, 2.0f, 0.0f};
+    const std::vector<int32_t> thrice{0, 0, 0};
+    SamplerParams p = plain(0.0f);
+    p.frequency_penalty = 0.3f;  // 3 - 3 x 0.3 = 2.1 > 2.0
+    CHECK(Sampler(p).sample(logits, thrice) == 0);
+    p.frequency_penalty = 0.4f;  // 3 - 3 x 0.4 = 1.8 < 2.0
+    CHECK(Sampler(p).sample(logits, thrice) == 1);
+    p.frequency_penalty = 0.0f;
+    p.presence_penalty = 0.9f;  // once, however often: 3 - 0.9 = 2.1
+    CHECK(Sampler(p).sample(logits, thrice) == 0);
+    p.presence_penalty = 1.1f;  // 1.9
+    CHECK(Sampler(p).sample(logits, thrice) == 1);
+    p.repeat_last_n = 0;  // no window: nothing is penalized
+    CHECK(Sampler(p).sample(logits, thrice) == 0);
+    // llama.cpp's order: divide by the repeat penalty, then subtract:
+    // 3 / 1.5 - 0.5 = 1.5 < 1.6 (subtracting first would give 1.67 > 1.6).
+    const std::vector<float> close{3.0f, 1.6f};
+    SamplerParams q = plain(0.0f);
+    q.repeat_penalty = 1.5f;
+    q.presence_penalty = 0.5f;
+    const std::vector<int32_t> once{0};
+    CHECK(Sampler(q).sample(close, once) == 1);
+}
+
 TEST_CASE("draws follow softmax(logits / T)", "[sampler]") {
     const std::vector<float> logits{1.0f, 2.0f, 0.0f, 1.5f};
     for (float temperature : {1.0f, 0.5f}) {

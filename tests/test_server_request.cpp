@@ -2,6 +2,8 @@
 // scheduler's parameters, and every mistake is a 400 naming the field.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+
 #include "tools/server/api_error.h"
 #include "tools/server/completion_request.h"
 #include "tools/server/response_format.h"
@@ -76,6 +78,65 @@ TEST_CASE("a completion request takes a prompt as text or token ids, and llama-s
     CHECK(b.params.top_logprobs == -1);
     CHECK_FALSE(b.seed_given);
     CHECK(text(R"({"prompt": ["one string"]})").prompt_text == "one string");
+}
+
+TEST_CASE("logit_bias, presence_penalty and frequency_penalty reach the sampler", "[server]") {
+    const auto a = text(R"({"prompt": "x", "logit_bias": {"13": 5, "7": -100.0}, "presence_penalty": 0.5,
+        "frequency_penalty": -1.25})");
+    REQUIRE(a.params.sampling.logit_bias.size() == 2);
+    CHECK(a.params.sampling.logit_bias[0].token == 13);
+    CHECK(a.params.sampling.logit_bias[0].bias == 5.0f);
+    CHECK(a.params.sampling.logit_bias[1].token == 7);
+    CHECK(a.params.sampling.logit_bias[1].bias == -100.0f);
+    CHECK(a.params.sampling.presence_penalty == 0.5f);
+    CHECK(a.params.sampling.frequency_penalty == -1.25f);
+    // llama-server's list form; false bans the token.
+    const auto b = text(R"({"prompt": "x", "logit_bias": [[3, 1.5], [4, false]]})");
+    REQUIRE(b.params.sampling.logit_bias.size() == 2);
+    CHECK(b.params.sampling.logit_bias[0].bias == 1.5f);
+    CHECK(b.params.sampling.logit_bias[1].token == 4);
+    CHECK(std::isinf(b.params.sampling.logit_bias[1].bias));
+    CHECK(b.params.sampling.logit_bias[1].bias < 0);
+    const auto c = text(R"({"prompt": "x"})");
+    CHECK(c.params.sampling.logit_bias.empty());
+    CHECK(c.params.sampling.presence_penalty == 0.0f);
+    CHECK(c.params.sampling.frequency_penalty == 0.0f);
+}
+
+TEST_CASE("fields kiln-server does not implement pass only with their neutral values", "[server]") {
+    // What OpenAI clients send by default changes nothing and is accepted.
+    CHECK_NOTHROW(text(R"({"prompt": "x", "echo": false, "best_of": 1, "suffix": "", "user": "u",
+        "response_format": {"type": "text"}, "tools": [], "tool_choice": "none", "grammar": "", "json_schema": {},
+        "mirostat": 0, "typical_p": 1, "tfs_z": 1.0, "n_probs": 0, "dry_multiplier": 0, "xtc_probability": 0,
+        "logit_bias": {}, "presence_penalty": 0, "frequency_penalty": 0, "stream_options": {"include_usage": true}})"));
+    const std::vector<std::pair<std::string, std::string>> cases{
+        {R"("echo": true)", "'echo' is not supported by kiln-server (only false)"},
+        {R"("best_of": 3)", "'best_of' is not supported"},
+        {R"("suffix": "end")", "'suffix' is not supported"},
+        {R"("response_format": {"type": "json_object"})", "'response_format' is not supported"},
+        {R"("tools": [{"type": "function", "function": {"name": "f"}}])", "'tools' is not supported"},
+        {R"("tool_choice": "auto")", "'tool_choice' is not supported"},
+        {R"("grammar": "root ::= x")", "'grammar' is not supported"},
+        {R"("json_schema": {"type": "object"})", "'json_schema' is not supported"},
+        {R"("mirostat": 2)", "'mirostat' is not supported"},
+        {R"("typical_p": 0.5)", "'typical_p' is not supported"},
+        {R"("n_probs": 5)", "'n_probs' is not supported"},
+        {R"("logit_bias": {"x": 1})", "keys must be token ids, got 'x'"},
+        {R"("logit_bias": {" 13": 1})", "keys must be token ids"},
+        {R"("logit_bias": {"512": 1})", "'logit_bias' token 512 is outside the vocabulary (0..511)"},
+        {R"("logit_bias": {"3": 101})", "between -100 and 100"},
+        {R"("logit_bias": {"3": "up"})", "must be numbers (or false"},
+        {R"("logit_bias": [[3]])", "[token id, bias] pairs"},
+        {R"("logit_bias": 5)", "must be an object"},
+        {R"("presence_penalty": 2.5)", "'presence_penalty' must be between -2 and 2"},
+        {R"("frequency_penalty": "a")", "'frequency_penalty' must be a number"},
+    };
+    for (const auto& [field, message] : cases) {
+        INFO(field);
+        const auto [status, what] = error_of([&] { text(R"({"prompt": "x", )" + field + "}"); });
+        CHECK(status == 400);
+        CHECK_THAT(what, Catch::Contains(message));
+    }
 }
 
 TEST_CASE("bad requests are 400 errors that name the problem", "[server]") {

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <cmath>
 #include <limits>
 #include <optional>
 #include <numeric>
@@ -97,6 +98,9 @@ unless --temp or --beams is given. Timings go to stderr.
       --min-p P             drop tokens below P x the top probability (default 0.05; 0 = off)
       --repeat-penalty F    penalize recent tokens (default 1.0 = off)
       --repeat-last-n N     how many recent tokens to penalize (default 64; -1 = all)
+      --presence-penalty F  subtract F from each recent token's logit (default 0 = off)
+      --frequency-penalty F subtract F per occurrence among the recent tokens (default 0 = off)
+  -l, --logit-bias ID+B     add B to token ID's logit (ID-B subtracts; ID-inf bans it); may repeat
   -s, --seed N              random seed (default or -1: random, printed on stderr)
       --beams K             beam search with K beams instead of sampling (K = 1 is greedy)
       --length-penalty A    beam scores are log-probability / length^A (default 1.0)
@@ -152,11 +156,26 @@ struct Options {
     kiln::cli::LayerSplitFlag layer_split;
 };
 
+
+// llama.cpp's --logit-bias: TOKEN_ID followed by +BIAS or -BIAS ("15043+1",
+// "15043-inf" bans the token).
+kiln::LogitBias parse_logit_bias(std::string_view flag, std::string_view text) {
+    using namespace kiln::cli;
+    const size_t sign = text.find_first_of("+-");
+    if (sign == 0 || sign == std::string_view::npos)
+        usage_error("{} expects TOKEN_ID+BIAS or TOKEN_ID-BIAS (e.g. 15043+1, 15043-inf), got '{}'", flag, text);
+    const int64_t id = parse_int(flag, text.substr(0, sign), 0, std::numeric_limits<int32_t>::max());
+    const std::string_view amount = text.substr(sign + 1);
+    const float magnitude = amount == "inf" ? INFINITY : static_cast<float>(parse_float(flag, amount, 0, 1e6));
+    return {static_cast<int32_t>(id), text[sign] == '-' ? -magnitude : magnitude};
+}
+
 Options parse(int argc, char** argv) {
     using namespace kiln::cli;
     Options o;
     Args args(argc, argv);
     bool length_penalty_given = false;
+    bool penalty_given = false;  // any flag of the sampler's penalties or biases
     bool& prompt_given = o.prompt_given;
     CacheTypeFlags cache_type;
     GpuFlags gpu;
@@ -231,8 +250,18 @@ Options parse(int argc, char** argv) {
             o.sampling.min_p = static_cast<float>(parse_float(flag, args.value(flag), 0, 1));
         } else if (flag == "--repeat-penalty") {
             o.sampling.repeat_penalty = static_cast<float>(parse_float(flag, args.value(flag), 0.01, 100));
+            penalty_given = true;
         } else if (flag == "--repeat-last-n") {
             o.sampling.repeat_last_n = static_cast<int32_t>(parse_int(flag, args.value(flag), -1, 1 << 24));
+        } else if (flag == "--presence-penalty") {
+            o.sampling.presence_penalty = static_cast<float>(parse_float(flag, args.value(flag), -100, 100));
+            penalty_given = true;
+        } else if (flag == "--frequency-penalty") {
+            o.sampling.frequency_penalty = static_cast<float>(parse_float(flag, args.value(flag), -100, 100));
+            penalty_given = true;
+        } else if (flag == "-l" || flag == "--logit-bias") {
+            o.sampling.logit_bias.push_back(parse_logit_bias(flag, args.value(flag)));
+            penalty_given = true;
         } else if (flag == "-s" || flag == "--seed") {
             // -1 is llama.cpp's "pick one at random", the default (scripts pass it).
             const int64_t seed = parse_int(flag, args.value(flag), -1);
@@ -271,6 +300,9 @@ Options parse(int argc, char** argv) {
     if (!o.prompt_cache.empty() && o.conversation == Options::Conversation::On)
         usage_error("--prompt-cache applies to text generation (-p), not to conversation mode");
     if (o.beams == 0 && (o.n_best || length_penalty_given)) usage_error("--n-best and --length-penalty need --beams K");
+    if (o.beams > 0 && penalty_given)
+        usage_error("--repeat-penalty, --presence-penalty, --frequency-penalty and --logit-bias apply to sampling; "
+                    "--beams does not use them");
     if (o.beams > 0 && o.n_predict < 0) usage_error("--beams needs a number of tokens (-n N), not -n {}", o.n_predict);
     const bool chat_flags = !o.system_prompt.empty() || !o.chat_template_file.empty() || !o.chat_template.empty();
     if (chat_flags && o.conversation == Options::Conversation::Off)
@@ -344,6 +376,7 @@ int generate_causal(const Options& o, std::shared_ptr<const kiln::GgufFile> file
                    plan);
     const auto tokenizer = kiln::load_tokenizer(*file);
     kiln::tools::check_vocabulary_fits(*tokenizer, lm->info().n_vocab, file->name());
+    kiln::tools::check_logit_bias_tokens(o.sampling, lm->info().n_vocab);
     const int64_t n_ctx = o.ctx > 0 ? o.ctx : std::min<int64_t>(lm->info().n_ctx_train, 4096);
 
     std::vector<int32_t> tokens = tokenizer->encode(o.prompt, tokenizer->prompt_options(o.parse_special));
@@ -497,6 +530,7 @@ int generate_seq2seq(const Options& o, std::shared_ptr<const kiln::GgufFile> fil
     const kiln::TransformerConfig& c = model.config();
     const auto tokenizer = kiln::load_tokenizer(*file);
     kiln::tools::check_vocabulary_fits(*tokenizer, c.n_vocab, file->name());
+    kiln::tools::check_logit_bias_tokens(o.sampling, c.n_vocab);
     if (o.prompt.empty()) kiln::fail("kiln", "the prompt is empty: an encoder-decoder model needs a source text (-p)");
     std::vector<int32_t> source = tokenizer->encode(o.prompt, kiln::EncodeOptions{.parse_special = o.parse_special});
     source.push_back(c.eos);

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <unordered_set>
+#include <unordered_map>
 
 namespace kiln {
 
@@ -14,15 +14,24 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
     candidates_.resize(logits.size());
     for (size_t i = 0; i < logits.size(); ++i) candidates_[i] = {static_cast<int32_t>(i), logits[i]};
 
-    // Penalize each recent token once, however often it occurred (as llama.cpp does).
-    if (params_.repeat_penalty != 1.0f && params_.repeat_last_n != 0) {
+    for (const LogitBias& b : params_.logit_bias)
+        if (b.token >= 0 && static_cast<size_t>(b.token) < candidates_.size())
+            candidates_[static_cast<size_t>(b.token)].logit += b.bias;
+
+    // Each recent token: the repetition penalty once however often it
+    // occurred, then the additive ones (as llama.cpp's penalties sampler).
+    const bool penalties =
+        params_.repeat_penalty != 1.0f || params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f;
+    if (penalties && params_.repeat_last_n != 0) {
         const size_t window = params_.repeat_last_n < 0 ? recent.size()
                                                         : std::min(recent.size(), size_t(params_.repeat_last_n));
-        const std::unordered_set<int32_t> seen(recent.end() - static_cast<std::ptrdiff_t>(window), recent.end());
-        for (int32_t id : seen) {
+        std::unordered_map<int32_t, int> count;
+        for (auto it = recent.end() - static_cast<std::ptrdiff_t>(window); it != recent.end(); ++it) ++count[*it];
+        for (const auto& [id, n] : count) {
             if (id < 0 || static_cast<size_t>(id) >= candidates_.size()) continue;
             float& l = candidates_[static_cast<size_t>(id)].logit;
-            l = l > 0 ? l / params_.repeat_penalty : l * params_.repeat_penalty;
+            if (params_.repeat_penalty != 1.0f) l = l > 0 ? l / params_.repeat_penalty : l * params_.repeat_penalty;
+            l -= static_cast<float>(n) * params_.frequency_penalty + params_.presence_penalty;
         }
     }
 

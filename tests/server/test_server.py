@@ -186,6 +186,21 @@ def test_errors_and_key(server):
     check(lp is not None and len(lp["tokens"]) == 4 and len(lp["top_logprobs"][0]) == 2
           and all(x <= 0 for x in lp["token_logprobs"]), "completion logprobs: %s" % str(answer)[:300])
     check(answer["choices"][0]["text"] == "".join(lp["tokens"]), "logprob tokens spell the text")
+    # logit_bias over HTTP: banning greedy's first token changes the first
+    # token; a bias of 100 on a token makes greedy emit only it.
+    plain = {"prompt": "Once upon a time", "max_tokens": 4, "temperature": 0, "logprobs": 0}
+    status, answer = request(server, "/v1/completions", plain)
+    first = answer["choices"][0]["logprobs"]["tokens"][0] if status == 200 else None
+    status, ids = request(server, "/tokenize", {"content": first or ""})
+    banned = ids["tokens"][-1] if status == 200 and ids["tokens"] else None
+    status, answer = request(server, "/v1/completions", dict(plain, logit_bias={str(banned): -100}))
+    check(status == 200 and answer["choices"][0]["logprobs"]["tokens"][0] != first,
+          "logit_bias -100 on greedy's first token %r (id %s) changes it: %s" % (first, banned, str(answer)[:200]))
+    status, answer = request(server, "/v1/completions", dict(plain, logit_bias=[[407, 100]]))
+    check(status == 200 and answer["choices"][0]["text"] == " upon" * 4,
+          "logit_bias 100 on ' upon' (407): %s" % str(answer)[:200])
+    status, answer = request(server, "/v1/completions", dict(plain, echo=True))
+    check(status == 400 and "'echo' is not supported" in answer["error"]["message"], "echo: true is refused: %s" % answer)
 
 
 def test_disconnect_frees_slot(server):

@@ -67,6 +67,7 @@ int run_conversation(const ConversationOptions& o, std::shared_ptr<const GgufFil
     const auto lm = load_causal_lm(file, o.placement);
     const auto tokenizer = load_tokenizer(*file);
     tools::check_vocabulary_fits(*tokenizer, lm->info().n_vocab, o.model_path);
+    tools::check_logit_bias_tokens(o.sampling, lm->info().n_vocab);
     const int64_t n_ctx = o.ctx > 0 ? o.ctx : std::min<int64_t>(lm->info().n_ctx_train, 4096);
     ModelChatTemplate chat = model_chat_template(*file, *tokenizer);
     if (!o.chat_template_file.empty() || !o.chat_template.empty()) {

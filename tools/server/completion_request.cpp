@@ -1,5 +1,6 @@
 #include "tools/server/completion_request.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -70,6 +71,74 @@ std::vector<std::string> stop_strings(const Json& body) {
     for (const std::string& s : stops)
         if (s.empty()) bad_request("'stop' strings must not be empty");
     return stops;
+}
+
+// OpenAI's {"token id": bias} (bias in [-100, 100]) or llama-server's
+// [[id, bias], ...]; a bias of false bans the token (llama-server).
+std::vector<LogitBias> logit_biases(const Json& body, int64_t n_vocab) {
+    const Json* v = field(body, "logit_bias");
+    if (!v) return {};
+    std::vector<LogitBias> biases;
+    const auto add = [&](int64_t id, const Json& bias) {
+        if (id < 0 || id >= n_vocab) bad_request("'logit_bias' token {} is outside the vocabulary (0..{})", id, n_vocab - 1);
+        if (bias.is_boolean() && !bias.get<bool>()) {
+            biases.push_back({static_cast<int32_t>(id), -INFINITY});
+            return;
+        }
+        if (!bias.is_number()) bad_request("'logit_bias' values must be numbers (or false to ban a token)");
+        const double b = bias.get<double>();
+        if (!(b >= -100 && b <= 100)) bad_request("'logit_bias' values must be between -100 and 100, got {}", b);
+        biases.push_back({static_cast<int32_t>(id), static_cast<float>(b)});
+    };
+    if (v->is_object()) {
+        for (const auto& [key, bias] : v->items()) {
+            const bool digits = !key.empty() && key.size() <= 10 &&
+                                std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
+            if (!digits) bad_request("'logit_bias' keys must be token ids, got '{}'", key);
+            add(std::stoll(key), bias);
+        }
+    } else if (v->is_array()) {
+        for (const Json& pair : *v) {
+            if (!pair.is_array() || pair.size() != 2 || !pair[0].is_number_integer())
+                bad_request("'logit_bias' as a list holds [token id, bias] pairs");
+            add(pair[0].get<int64_t>(), pair[1]);
+        }
+    } else {
+        bad_request("'logit_bias' must be an object of token ids to biases");
+    }
+    if (biases.size() > 1024) bad_request("'logit_bias' has {} entries, at most 1024 are allowed", biases.size());
+    return biases;
+}
+
+// Fields of the OpenAI or llama-server APIs that kiln-server does not
+// implement: accepted only with the value that changes nothing, so that a
+// request never silently gets a different result than it asked for.
+void refuse_unsupported(const Json& body) {
+    const auto only = [&](const char* name, const char* neutral, auto&& is_neutral) {
+        const Json* v = field(body, name);
+        if (v && !is_neutral(*v)) bad_request("'{}' is not supported by kiln-server (only {})", name, neutral);
+    };
+    const auto number_is = [](double x) { return [x](const Json& v) { return v.is_number() && v.get<double>() == x; }; };
+    const auto empty_list = [](const Json& v) { return v.is_array() && v.empty(); };
+    const auto empty_string = [](const Json& v) { return v.is_string() && v.get<std::string>().empty(); };
+    only("echo", "false", [](const Json& v) { return v.is_boolean() && !v.get<bool>(); });
+    only("best_of", "1", number_is(1));
+    only("suffix", "an empty string", empty_string);
+    only("response_format", "{\"type\": \"text\"}", [](const Json& v) {
+        return v.is_object() && v.contains("type") && v["type"] == "text";
+    });
+    only("tools", "an empty list", empty_list);
+    only("functions", "an empty list", empty_list);
+    only("tool_choice", "\"none\"", [](const Json& v) { return v == "none"; });
+    only("function_call", "\"none\"", [](const Json& v) { return v == "none"; });
+    only("grammar", "an empty string", empty_string);
+    only("json_schema", "{}", [](const Json& v) { return v.is_object() && v.empty(); });
+    only("mirostat", "0", number_is(0));
+    only("typical_p", "1", number_is(1));
+    only("tfs_z", "1", number_is(1));
+    only("n_probs", "0", number_is(0));
+    only("dry_multiplier", "0", number_is(0));
+    only("xtc_probability", "0", number_is(0));
 }
 
 std::string message_content(const Json& message, size_t index, const std::string& role) {
@@ -162,6 +231,7 @@ CompletionRequest parse_completion_request(const Json& body, Endpoint endpoint, 
             bad_request("'prompt' must be a string, a list of one string, or a list of token ids");
         }
     }
+    refuse_unsupported(body);
     r.stream = bool_field(body, "stream", false);
     if (integer_field(body, "n", 1, 1, 1) != 1) bad_request("'n' must be 1");
 
@@ -188,6 +258,9 @@ CompletionRequest parse_completion_request(const Json& body, Endpoint endpoint, 
             r.seed_given = true;
         }
     }
+    g.sampling.presence_penalty = static_cast<float>(number_field(body, "presence_penalty", 0, -2, 2));
+    g.sampling.frequency_penalty = static_cast<float>(number_field(body, "frequency_penalty", 0, -2, 2));
+    g.sampling.logit_bias = logit_biases(body, limits.n_vocab);
     g.stop = stop_strings(body);
     g.ignore_eos = bool_field(body, "ignore_eos", false);
 
