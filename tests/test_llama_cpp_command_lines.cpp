@@ -78,6 +78,10 @@ const std::vector<CommandLine> kCommandLines = {
     {"docs/build.md:365", "./bin/llama-cli -m \"PATH_TO_MODEL\" -p \"Hi you how are you\" -n 50 -e -ngl 33 -t 4",
      Expect::Runs},
     {"examples/server/README.md:261", "./llama-server -m models/7B/ggml-model.gguf -c 2048", Expect::RunsUntilStopped},
+    {"examples/server/bench/README.md:36",
+     "llama-server --host localhost --port 8080 --model ggml-model-q4_0.gguf --cont-batching --metrics --parallel 8 "
+     "--batch-size 512 --ctx-size 4096 -ngl 33",
+     Expect::Refused, "--metrics"},
     {"examples/server/README.md:1427", "llama-server --jinja -fa -hf bartowski/gemma-2-2b-it-GGUF:Q8_0", Expect::Refused,
      "-hf"},
 };
@@ -100,7 +104,8 @@ std::string rewrite(const std::string& line, const std::string& text_file) {
     const std::string second = shell_quote((kiln::test::fixtures_dir() / "kv_cache" / "llama_hd32.gguf").string());
     replace_all(rest, " models/13B/ggml-model-q4_0.gguf", " " + second);
     for (const char* path : {"model.gguf", "models/gemma-1.1-7b-it.Q4_K_M.gguf", "models/7B/ggml-model-q4_0.gguf",
-                             "path_to_model", "\"[PATH TO MODEL]\"", "\"PATH_TO_MODEL\"", "models/7B/ggml-model.gguf"})
+                             "path_to_model", "\"[PATH TO MODEL]\"", "\"PATH_TO_MODEL\"", "models/7B/ggml-model.gguf",
+                             "ggml-model-q4_0.gguf"})
         replace_all(rest, std::string(" ") + path, " " + model);
     replace_all(rest, " file.txt", " " + shell_quote(text_file));
     replace_all(rest, "--port 8080", "--port 0");

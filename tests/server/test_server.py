@@ -256,6 +256,24 @@ def test_port_in_use(server):
     check(request(server, "/health")[0] == 200, "the first server still answers after the refused second one")
 
 
+def test_llama_server_flags():
+    # -cb is accepted (batching is always continuous), keys come from a file
+    # (one per line), --no-webui drops the chat page, -to sets the timeout.
+    keys = os.path.join(LOG_DIR, "keys.txt")
+    with open(keys, "w") as f:
+        f.write("first-key\n\nsecond-key  \n")
+    server = Server("-np", "1", "-c", "256", "-cb", "--api-key-file", keys, "--no-webui", "-to", "30")
+    try:
+        check(request(server, "/v1/models", key="second-key")[0] == 200, "the file's second key is accepted")
+        check(request(server, "/v1/models", key="first-key")[0] == 200, "the file's first key is accepted")
+        check(request(server, "/v1/models", key="third-key")[0] == 401, "a key not in the file is refused")
+        check(request(server, "/", key="first-key")[0] == 404, "--no-webui: no chat page")
+    finally:
+        server.kill()
+    refused = subprocess.run([SERVER, "-m", MODEL, "-nocb"], capture_output=True, text=True, timeout=60)
+    check(refused.returncode == 2 and "always batches continuously" in refused.stderr, "-nocb is refused: %r" % refused.stderr)
+
+
 def test_sigterm():
     server = Server("-np", "2", "-c", "1024")
     try:
@@ -287,6 +305,8 @@ def main():
         check(server.proc.poll() is None, "the server is still running after every test")
     finally:
         server.kill()
+    print("-- test_llama_server_flags", flush=True)
+    test_llama_server_flags()
     print("-- test_sigterm", flush=True)
     test_sigterm()
     if failures:

@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <random>
 
@@ -115,15 +116,16 @@ void HttpApi::install(httplib::Server& server) {
         using R = httplib::Server::HandlerResponse;
         // /health answers load balancers without a key; / is the static chat
         // page (a browser cannot send a key to load it; its requests do).
-        if (req.path == "/health" || (req.path == "/" && req.method == "GET")) return R::Unhandled;
+        if (req.path == "/health" || (req.path == "/" && req.method == "GET" && settings_.web_ui)) return R::Unhandled;
         if (shutting_down_) {
             send_error(res, 503, "the server is shutting down");
             return R::Handled;
         }
-        if (!settings_.api_key.empty()) {
+        if (!settings_.api_keys.empty()) {
             const std::string auth = req.get_header_value("Authorization");
-            const std::string expected = "Bearer " + settings_.api_key;
-            if (auth != expected) {
+            const bool known = std::any_of(settings_.api_keys.begin(), settings_.api_keys.end(),
+                                           [&](const std::string& key) { return auth == "Bearer " + key; });
+            if (!known) {
                 send_error(res, 401, auth.empty() ? "an API key is required (Authorization: Bearer KEY)" : "invalid API key");
                 return R::Handled;
             }
@@ -135,9 +137,10 @@ void HttpApi::install(httplib::Server& server) {
         if (shutting_down_) send_error(res, 503, "the server is shutting down");
         else send_json(res, {{"status", "ok"}});
     });
-    server.Get("/", [](const httplib::Request&, httplib::Response& res) {
-        res.set_content(std::string(chat_page_html()), "text/html; charset=utf-8");
-    });
+    if (settings_.web_ui)
+        server.Get("/", [](const httplib::Request&, httplib::Response& res) {
+            res.set_content(std::string(chat_page_html()), "text/html; charset=utf-8");
+        });
 
     const auto models = guarded([this](const httplib::Request&, httplib::Response& res) {
         Json model = {{"id", settings_.model_id},

@@ -25,7 +25,8 @@ namespace kiln::server {
 
 struct ApiSettings {
     std::string model_id;
-    std::string api_key;           // empty: none required
+    std::vector<std::string> api_keys;  // empty: none required
+    bool web_ui = true;                 // serve the chat page at /
     int64_t default_max_tokens = -1;
     size_t max_body_bytes = 8u << 20;
 };

@@ -92,7 +92,8 @@ int serve(const ServerOptions& o) {
 
     ApiSettings settings;
     settings.model_id = o.alias.empty() ? std::filesystem::path(o.model).filename().string() : o.alias;
-    settings.api_key = o.api_key;
+    settings.api_keys = o.api_keys;
+    settings.web_ui = o.web_ui;
     settings.default_max_tokens = o.n_predict;
     settings.max_body_bytes = o.max_body_bytes;
     HttpApi api(settings, lm->info(), *tokenizer, chat, chat_info, scheduler);
@@ -101,6 +102,8 @@ int serve(const ServerOptions& o) {
     // Every slot's client and the ones queued behind it hold a thread while they wait.
     const auto http_threads = static_cast<size_t>(o.http_threads > 0 ? o.http_threads : 2 * o.parallel + 16);
     server.new_task_queue = [http_threads] { return new httplib::ThreadPool(http_threads); };
+    server.set_read_timeout(static_cast<time_t>(o.timeout_seconds), 0);
+    server.set_write_timeout(static_cast<time_t>(o.timeout_seconds), 0);
     api.install(server);
     // httplib sets SO_REUSEPORT on Linux, which lets a second server bind the
     // same port and silently take half its connections. SO_REUSEADDR alone

@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
+#include <sstream>
 
 #include "formats/chat/named_templates.h"
+#include "formats/io/regular_file.h"
 #include "tools/common/batch_flags.h"
 #include "tools/common/cli.h"
 #include "tools/common/gpu_flags.h"
@@ -37,6 +39,11 @@ page at /. Requests in -np slots advance together, one batched step at a time
   -n, --n-predict N           max_tokens of a request that gives none (default -1: until the
                               slot's context is full)
       --api-key KEY           require "Authorization: Bearer KEY" on every endpoint but /health
+                              and the chat page (may repeat: any of the keys)
+      --api-key-file FILE     the same, one key per line
+  -cb, --cont-batching        accepted: batching is always continuous (-nocb is refused)
+      --no-webui              no chat page at /
+  -to, --timeout N            a connection's read and write timeout in seconds (default 600)
       --chat-template T       chat template instead of the model's: a name llama.cpp knows
                               (chatml, llama3, gemma, phi3, ...; kiln --help lists them) or a
                               Jinja template text
@@ -44,8 +51,8 @@ page at /. Requests in -np slots advance together, one batched step at a time
       --no-warmup             accepted: kiln runs no warm-up pass
   -fa, --flash-attn, --jinja  accepted: one attention kernel; chat templates are always Jinja
   -ngl, -mg, -sm, -ts         llama.cpp's GPU flags: accepted and ignored with a note (CPU only)
-  -ctk, --cache-type-k TYPE   KV cache type, f32 or f16 (default f32); keys and values
-  -ctv, --cache-type-v TYPE   share one type, so -ctk and -ctv must agree
+  -ctk, --cache-type-k TYPE   KV cache type: f32, f16, bf16, q8_0 or q4_0 (default f16); keys
+  -ctv, --cache-type-v TYPE   and values share one type, so -ctk and -ctv must agree
   -a, --alias NAME            model id reported by /v1/models (default: the file's name)
       --max-body-bytes N      largest request body accepted (default 8388608); larger: 413
       --no-mmap               read the weights into memory instead of computing from the file mapping
@@ -89,8 +96,26 @@ ServerOptions parse_server_options(int argc, char** argv) {
         } else if (flag == "-n" || flag == "--n-predict") {
             o.n_predict = parse_int(flag, args.value(flag), -1, 1 << 24);
         } else if (flag == "--api-key") {
-            o.api_key = args.value(flag);
-            if (o.api_key.empty()) usage_error("--api-key must not be empty");
+            o.api_keys.emplace_back(args.value(flag));
+            if (o.api_keys.back().empty()) usage_error("--api-key must not be empty");
+        } else if (flag == "--api-key-file") {
+            // One key per line, as llama-server's; blank lines are skipped.
+            const std::string path(args.value(flag));
+            std::istringstream lines(kiln::read_regular_file(path));
+            const size_t before = o.api_keys.size();
+            for (std::string line; std::getline(lines, line);) {
+                while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
+                if (!line.empty()) o.api_keys.push_back(line);
+            }
+            if (o.api_keys.size() == before) usage_error("--api-key-file {} holds no key", path);
+        } else if (flag == "-cb" || flag == "--cont-batching") {
+            // Always on: every step advances all the slots' requests together.
+        } else if (flag == "-nocb" || flag == "--no-cont-batching") {
+            usage_error("{}: kiln-server always batches continuously (use -np 1 for one request at a time)", flag);
+        } else if (flag == "--no-webui") {
+            o.web_ui = false;
+        } else if (flag == "-to" || flag == "--timeout") {
+            o.timeout_seconds = parse_int(flag, args.value(flag), 1, 86400);
         } else if (flag == "--chat-template-file") {
             o.chat_template_file = args.value(flag);
         } else if (flag == "-a" || flag == "--alias") {
