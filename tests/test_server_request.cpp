@@ -7,6 +7,7 @@
 #include "tools/server/api_error.h"
 #include "tools/server/completion_request.h"
 #include "tools/server/response_format.h"
+#include "tools/server/server_options.h"
 
 using namespace kiln::server;
 using Json = nlohmann::ordered_json;
@@ -137,6 +138,38 @@ TEST_CASE("fields kiln-server does not implement pass only with their neutral va
         CHECK(status == 400);
         CHECK_THAT(what, Catch::Contains(message));
     }
+}
+
+TEST_CASE("the server's sampling flags are the defaults of requests that leave the fields out", "[server]") {
+    std::vector<std::string> words{"kiln-server", "-m", "model.gguf", "--temp", "0.25", "--top-k", "5", "-s", "77",
+                                   "--presence-penalty", "0.5", "-l", "9+2.5", "--repeat-last-n", "16"};
+    std::vector<char*> argv;
+    for (std::string& w : words) argv.push_back(w.data());
+    const ServerOptions o = parse_server_options(static_cast<int>(argv.size()), argv.data());
+    CHECK(o.sampling.temperature == 0.25f);
+    CHECK(o.sampling.top_k == 5);
+    CHECK(o.sampling.top_p == 0.95f);  // llama-server's default where no flag is given
+    CHECK(o.seed_given);
+    RequestLimits l = limits();
+    l.sampling = o.sampling;
+    l.seed_given = o.seed_given;
+    const auto plain = parse_completion_request(parse_json_body(R"({"prompt": "x"})"), Endpoint::Text, l);
+    CHECK(plain.params.sampling.temperature == 0.25f);
+    CHECK(plain.params.sampling.top_k == 5);
+    CHECK(plain.params.sampling.repeat_last_n == 16);
+    CHECK(plain.params.sampling.presence_penalty == 0.5f);
+    CHECK(plain.seed_given);
+    CHECK(plain.params.sampling.seed == 77);
+    REQUIRE(plain.params.sampling.logit_bias.size() == 1);
+    CHECK(plain.params.sampling.logit_bias[0].token == 9);
+    CHECK(plain.params.sampling.logit_bias[0].bias == 2.5f);
+    // The request's own fields win; "seed": -1 asks for a random seed.
+    const auto own = parse_completion_request(
+        parse_json_body(R"({"prompt": "x", "temperature": 1.5, "seed": -1, "logit_bias": {"3": -1}})"), Endpoint::Text, l);
+    CHECK(own.params.sampling.temperature == 1.5f);
+    CHECK_FALSE(own.seed_given);
+    REQUIRE(own.params.sampling.logit_bias.size() == 1);
+    CHECK(own.params.sampling.logit_bias[0].token == 3);
 }
 
 TEST_CASE("bad requests are 400 errors that name the problem", "[server]") {

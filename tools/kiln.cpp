@@ -28,6 +28,7 @@
 #include "formats/chat/named_templates.h"
 #include "formats/session/prompt_cache.h"
 #include "tools/common/batch_flags.h"
+#include "tools/common/sampling_flags.h"
 #include "tools/common/check_tensors.h"
 #include "tools/common/cli.h"
 #include "tools/common/escapes.h"
@@ -157,25 +158,12 @@ struct Options {
 };
 
 
-// llama.cpp's --logit-bias: TOKEN_ID followed by +BIAS or -BIAS ("15043+1",
-// "15043-inf" bans the token).
-kiln::LogitBias parse_logit_bias(std::string_view flag, std::string_view text) {
-    using namespace kiln::cli;
-    const size_t sign = text.find_first_of("+-");
-    if (sign == 0 || sign == std::string_view::npos)
-        usage_error("{} expects TOKEN_ID+BIAS or TOKEN_ID-BIAS (e.g. 15043+1, 15043-inf), got '{}'", flag, text);
-    const int64_t id = parse_int(flag, text.substr(0, sign), 0, std::numeric_limits<int32_t>::max());
-    const std::string_view amount = text.substr(sign + 1);
-    const float magnitude = amount == "inf" ? INFINITY : static_cast<float>(parse_float(flag, amount, 0, 1e6));
-    return {static_cast<int32_t>(id), text[sign] == '-' ? -magnitude : magnitude};
-}
-
 Options parse(int argc, char** argv) {
     using namespace kiln::cli;
     Options o;
     Args args(argc, argv);
     bool length_penalty_given = false;
-    bool penalty_given = false;  // any flag of the sampler's penalties or biases
+    SamplingFlags sampling(o.sampling);
     bool& prompt_given = o.prompt_given;
     CacheTypeFlags cache_type;
     GpuFlags gpu;
@@ -209,7 +197,7 @@ Options parse(int argc, char** argv) {
             o.escape = false;
         } else if (flag == "--no-warmup" || flag == "-fa" || flag == "--flash-attn" || flag == "--jinja") {
             // No effect in kiln: no warm-up pass, one attention kernel, and chat templates are always Jinja.
-        } else if (gpu.parse(flag, args) || batch.parse(flag, args)) {
+        } else if (gpu.parse(flag, args) || batch.parse(flag, args) || sampling.parse(flag, args)) {
         } else if (flag == "-n" || flag == "--n-predict") {
             o.n_predict = parse_int(flag, args.value(flag), -2, 1 << 24);
             o.n_predict_given = true;
@@ -239,34 +227,6 @@ Options parse(int argc, char** argv) {
             o.prompt_cache_read_only = true;
         } else if (flag == "-c" || flag == "--ctx-size") {
             o.ctx = parse_int(flag, args.value(flag), 1, 1 << 20);
-        } else if (flag == "--temp") {
-            o.sampling.temperature = static_cast<float>(parse_float(flag, args.value(flag), 0, 100));
-            o.temp_given = true;
-        } else if (flag == "--top-k") {
-            o.sampling.top_k = static_cast<int32_t>(parse_int(flag, args.value(flag), 0, 1 << 30));
-        } else if (flag == "--top-p") {
-            o.sampling.top_p = static_cast<float>(parse_float(flag, args.value(flag), 0, 1));
-        } else if (flag == "--min-p") {
-            o.sampling.min_p = static_cast<float>(parse_float(flag, args.value(flag), 0, 1));
-        } else if (flag == "--repeat-penalty") {
-            o.sampling.repeat_penalty = static_cast<float>(parse_float(flag, args.value(flag), 0.01, 100));
-            penalty_given = true;
-        } else if (flag == "--repeat-last-n") {
-            o.sampling.repeat_last_n = static_cast<int32_t>(parse_int(flag, args.value(flag), -1, 1 << 24));
-        } else if (flag == "--presence-penalty") {
-            o.sampling.presence_penalty = static_cast<float>(parse_float(flag, args.value(flag), -100, 100));
-            penalty_given = true;
-        } else if (flag == "--frequency-penalty") {
-            o.sampling.frequency_penalty = static_cast<float>(parse_float(flag, args.value(flag), -100, 100));
-            penalty_given = true;
-        } else if (flag == "-l" || flag == "--logit-bias") {
-            o.sampling.logit_bias.push_back(parse_logit_bias(flag, args.value(flag)));
-            penalty_given = true;
-        } else if (flag == "-s" || flag == "--seed") {
-            // -1 is llama.cpp's "pick one at random", the default (scripts pass it).
-            const int64_t seed = parse_int(flag, args.value(flag), -1);
-            o.sampling.seed = static_cast<uint64_t>(std::max<int64_t>(seed, 0));
-            o.seed_given = seed >= 0;
         } else if (flag == "--beams") {
             o.beams = parse_int(flag, args.value(flag), 1, 256);
         } else if (flag == "--length-penalty") {
@@ -300,7 +260,10 @@ Options parse(int argc, char** argv) {
     if (!o.prompt_cache.empty() && o.conversation == Options::Conversation::On)
         usage_error("--prompt-cache applies to text generation (-p), not to conversation mode");
     if (o.beams == 0 && (o.n_best || length_penalty_given)) usage_error("--n-best and --length-penalty need --beams K");
-    if (o.beams > 0 && penalty_given)
+    o.sampling = sampling.params();
+    o.seed_given = sampling.seed_given();
+    o.temp_given = sampling.temperature_given();
+    if (o.beams > 0 && sampling.penalty_given())
         usage_error("--repeat-penalty, --presence-penalty, --frequency-penalty and --logit-bias apply to sampling; "
                     "--beams does not use them");
     if (o.beams > 0 && o.n_predict < 0) usage_error("--beams needs a number of tokens (-n N), not -n {}", o.n_predict);

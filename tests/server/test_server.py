@@ -262,12 +262,16 @@ def test_llama_server_flags():
     keys = os.path.join(LOG_DIR, "keys.txt")
     with open(keys, "w") as f:
         f.write("first-key\n\nsecond-key  \n")
-    server = Server("-np", "1", "-c", "256", "-cb", "--api-key-file", keys, "--no-webui", "-to", "30")
+    server = Server("-np", "1", "-c", "256", "-cb", "--api-key-file", keys, "--no-webui", "-to", "30", "--temp", "0")
     try:
         check(request(server, "/v1/models", key="second-key")[0] == 200, "the file's second key is accepted")
         check(request(server, "/v1/models", key="first-key")[0] == 200, "the file's first key is accepted")
         check(request(server, "/v1/models", key="third-key")[0] == 401, "a key not in the file is refused")
         check(request(server, "/", key="first-key")[0] == 404, "--no-webui: no chat page")
+        # --temp 0: a request that gives no temperature is greedy.
+        texts = [request(server, "/v1/completions", dict({"prompt": "Once upon a time", "max_tokens": 12}, **extra),
+                         key="first-key")[1]["choices"][0]["text"] for extra in ({}, {}, {"temperature": 0})]
+        check(texts[0] == texts[1] == texts[2], "--temp 0 is every request's default: %r" % texts)
     finally:
         server.kill()
     refused = subprocess.run([SERVER, "-m", MODEL, "-nocb"], capture_output=True, text=True, timeout=60)

@@ -243,24 +243,31 @@ CompletionRequest parse_completion_request(const Json& body, Endpoint endpoint, 
     if (max_tokens > limits.n_ctx_per_slot)
         bad_request("'max_tokens' is {}, more than the context of {} tokens a slot has", max_tokens, limits.n_ctx_per_slot);
     g.max_tokens = max_tokens;
-    g.sampling.temperature = static_cast<float>(number_field(body, "temperature", 0.8, 0, 100));
-    g.sampling.top_p = static_cast<float>(number_field(body, "top_p", 0.95, 0, 1));
-    g.sampling.min_p = static_cast<float>(number_field(body, "min_p", 0.05, 0, 1));
-    g.sampling.top_k = static_cast<int32_t>(integer_field(body, "top_k", 40, 0, std::numeric_limits<int32_t>::max()));
-    g.sampling.repeat_penalty = static_cast<float>(number_field(body, "repeat_penalty", 1.0, 0.01, 100));
-    g.sampling.repeat_last_n =
-        static_cast<int32_t>(integer_field(body, "repeat_last_n", 64, -1, std::numeric_limits<int32_t>::max()));
+    const SamplerParams& d = limits.sampling;  // the server's flags, else llama-server's defaults
+    g.sampling.temperature = static_cast<float>(number_field(body, "temperature", d.temperature, 0, 100));
+    g.sampling.top_p = static_cast<float>(number_field(body, "top_p", d.top_p, 0, 1));
+    g.sampling.min_p = static_cast<float>(number_field(body, "min_p", d.min_p, 0, 1));
+    g.sampling.top_k = static_cast<int32_t>(integer_field(body, "top_k", d.top_k, 0, std::numeric_limits<int32_t>::max()));
+    g.sampling.repeat_penalty = static_cast<float>(number_field(body, "repeat_penalty", d.repeat_penalty, 0.01, 100));
+    g.sampling.repeat_last_n = static_cast<int32_t>(
+        integer_field(body, "repeat_last_n", d.repeat_last_n, -1, std::numeric_limits<int32_t>::max()));
+    if (limits.seed_given) {
+        g.sampling.seed = d.seed;
+        r.seed_given = true;
+    }
     if (const Json* s = field(body, "seed")) {
         if (!s->is_number_integer()) bad_request("'seed' must be an integer");
         // -1 asks for a random seed, as in llama-server.
         if (!(s->is_number_integer() && !s->is_number_unsigned() && s->get<int64_t>() == -1)) {
             g.sampling.seed = s->is_number_unsigned() ? s->get<uint64_t>() : static_cast<uint64_t>(s->get<int64_t>());
             r.seed_given = true;
+        } else {
+            r.seed_given = false;  // -1 asks for a random one even when the server has --seed
         }
     }
-    g.sampling.presence_penalty = static_cast<float>(number_field(body, "presence_penalty", 0, -2, 2));
-    g.sampling.frequency_penalty = static_cast<float>(number_field(body, "frequency_penalty", 0, -2, 2));
-    g.sampling.logit_bias = logit_biases(body, limits.n_vocab);
+    g.sampling.presence_penalty = static_cast<float>(number_field(body, "presence_penalty", d.presence_penalty, -2, 2));
+    g.sampling.frequency_penalty = static_cast<float>(number_field(body, "frequency_penalty", d.frequency_penalty, -2, 2));
+    g.sampling.logit_bias = field(body, "logit_bias") ? logit_biases(body, limits.n_vocab) : d.logit_bias;
     g.stop = stop_strings(body);
     g.ignore_eos = bool_field(body, "ignore_eos", false);
 

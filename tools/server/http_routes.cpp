@@ -231,6 +231,8 @@ void HttpApi::complete(const httplib::Request& req, httplib::Response& res, Endp
     limits.default_max_tokens = settings_.default_max_tokens;
     limits.n_ctx_per_slot = scheduler_.n_ctx_per_slot();
     limits.n_vocab = info_.n_vocab;
+    limits.sampling = settings_.sampling;
+    limits.seed_given = settings_.seed_given;
     CompletionRequest request = parse_completion_request(body, endpoint, limits);
 
     std::vector<int32_t> prompt;

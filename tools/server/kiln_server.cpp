@@ -71,6 +71,7 @@ int serve(const ServerOptions& o) {
     const auto lm = kiln::load_causal_lm(file, o.placement);
     const auto tokenizer = kiln::load_tokenizer(*file);
     kiln::tools::check_vocabulary_fits(*tokenizer, lm->info().n_vocab, o.model);
+    kiln::tools::check_logit_bias_tokens(o.sampling, lm->info().n_vocab);
 
     kiln::ModelChatTemplate chat_info = kiln::model_chat_template(*file, *tokenizer);
     if (!o.chat_template_file.empty() || !o.chat_template.empty()) {
@@ -94,6 +95,8 @@ int serve(const ServerOptions& o) {
     settings.model_id = o.alias.empty() ? std::filesystem::path(o.model).filename().string() : o.alias;
     settings.api_keys = o.api_keys;
     settings.web_ui = o.web_ui;
+    settings.sampling = o.sampling;
+    settings.seed_given = o.seed_given;
     settings.default_max_tokens = o.n_predict;
     settings.max_body_bytes = o.max_body_bytes;
     HttpApi api(settings, lm->info(), *tokenizer, chat, chat_info, scheduler);

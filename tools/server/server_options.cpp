@@ -11,6 +11,8 @@
 #include "tools/common/cli.h"
 #include "tools/common/gpu_flags.h"
 #include "tools/common/placement_flags.h"
+#include "tools/common/sampling_flags.h"
+#include "tools/server/completion_request.h"
 #include "tools/common/version.h"
 
 namespace kiln::server {
@@ -38,6 +40,10 @@ page at /. Requests in -np slots advance together, one batched step at a time
                               over all slots: long prompts go in chunks so replies keep flowing
   -n, --n-predict N           max_tokens of a request that gives none (default -1: until the
                               slot's context is full)
+  --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n, --presence-penalty,
+  --frequency-penalty, -l/--logit-bias ID+B, -s/--seed N
+                              what a request that leaves the field out gets (llama-server's
+                              defaults: 0.8, 40, 0.95, 0.05, 1.0, 64, 0, 0, none, random)
       --api-key KEY           require "Authorization: Bearer KEY" on every endpoint but /health
                               and the chat page (may repeat: any of the keys)
       --api-key-file FILE     the same, one key per line
@@ -71,6 +77,7 @@ ServerOptions parse_server_options(int argc, char** argv) {
     GpuFlags gpu;
     BatchFlags batch;
     std::string chat_template_value;
+    SamplingFlags sampling(RequestLimits::default_sampling());
     while (!args.done()) {
         const std::string_view flag = args.next();
         if (flag == "-h" || flag == "--help") {
@@ -127,6 +134,7 @@ ServerOptions parse_server_options(int argc, char** argv) {
         } else if (flag == "--no-warmup" || flag == "-fa" || flag == "--flash-attn" || flag == "--jinja") {
             // No effect in kiln: no warm-up pass, one attention kernel, and chat templates are always Jinja.
         } else if (cache_type.parse(flag, args) || gpu.parse(flag, args) || batch.parse(flag, args) ||
+                   sampling.parse(flag, args) ||
                    parse_placement_flag(flag, o.placement)) {
         } else {
             usage_error("unknown argument '{}'", flag);
@@ -136,6 +144,8 @@ ServerOptions parse_server_options(int argc, char** argv) {
     if (o.ctx > 0 && o.ctx < o.parallel)
         usage_error("-c {} is less than one token for each of the {} slots (-np)", o.ctx, o.parallel);
     o.cache_type = cache_type.type();
+    o.sampling = sampling.params();
+    o.seed_given = sampling.seed_given();
     o.batch = batch.tokens_per_eval();
     if (!chat_template_value.empty()) {
         if (!o.chat_template_file.empty()) usage_error("give either --chat-template or --chat-template-file, not both");

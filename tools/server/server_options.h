@@ -7,6 +7,7 @@
 
 #include "engine/core/dtype.h"
 #include "engine/models/weight_placement.h"
+#include "engine/runtime/sampler.h"
 
 namespace kiln::server {
 
@@ -29,6 +30,9 @@ struct ServerOptions {
     size_t max_body_bytes = 8u << 20;
     std::string alias;        // the model id /v1/models reports (default: the file's name)
     WeightPlacement placement;  // --no-mmap, --mlock
+    // --temp, --top-k, ..., --seed: what a request that leaves a field out gets.
+    SamplerParams sampling;
+    bool seed_given = false;
 };
 
 // Parses argv; throws cli::UsageError for a bad flag. --help prints and exits 0.
