@@ -238,6 +238,35 @@ def test_load(server):
     check(all_idle(server), "every slot idle after the load test")
 
 
+def test_native_completion(server):
+    # llama-server's own POST /completion: the text /v1/completions gives, in
+    # its answer's shape; streamed as {"content", "stop"} events ending with
+    # "stop": true and no [DONE]; stop_type names why it ended.
+    body = {"prompt": "Once upon a time", "n_predict": 12, "temperature": 0}
+    status, openai = request(server, "/v1/completions", body)
+    status_native, native = request(server, "/completion", body)
+    check(status == 200 and status_native == 200, "/completion answers: %s" % str(native)[:200])
+    check(native.get("content") == openai["choices"][0]["text"] and native.get("stop") is True
+          and native.get("tokens_predicted") == 12 and native.get("stop_type") == "limit",
+          "/completion's content, tokens_predicted and stop_type: %s" % str(native)[:300])
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+    conn.request("POST", "/completion", json.dumps(dict(body, stream=True)),
+                 {"Authorization": "Bearer " + KEY, "Content-Type": "application/json"})
+    raw = conn.getresponse().read().decode()
+    events = [json.loads(e[6:]) for e in raw.split("\n\n") if e.startswith("data: ")]
+    check(bool(events) and events[-1].get("stop") is True and all(e.get("stop") is False for e in events[:-1])
+          and "[DONE]" not in raw, "/completion streams pieces then one stop event: %r" % raw[-300:])
+    check("".join(e.get("content", "") for e in events) == native.get("content"),
+          "/completion's streamed pieces spell its answer")
+    text = native.get("content", "")
+    word = text.split()[1] if len(text.split()) > 1 else None
+    status, stopped = request(server, "/completion", dict(body, stop=[word]))
+    check(status == 200 and stopped.get("stop_type") == "word" and stopped.get("stopping_word") == word
+          and word not in stopped.get("content", word), "/completion stop string %r: %s" % (word, str(stopped)[:300]))
+    status, answer = request(server, "/completion", dict(body, logprobs=2))
+    check(status == 400, "/completion refuses OpenAI's logprobs: %s" % answer)
+
+
 def test_port_in_use(server):
     # A second server on a port a live one holds must refuse to start: with
     # SO_REUSEPORT both would listen and share the connections silently.
@@ -302,8 +331,8 @@ os.makedirs(LOG_DIR, exist_ok=True)
 def main():
     server = Server("-np", "4", "-c", "2048", "--api-key", KEY, "--max-body-bytes", "65536")
     try:
-        for test in (test_sse_framing_with_curl, test_errors_and_key, test_disconnect_frees_slot, test_load,
-                     test_port_in_use):
+        for test in (test_sse_framing_with_curl, test_errors_and_key, test_native_completion, test_disconnect_frees_slot,
+                     test_load, test_port_in_use):
             print("--", test.__name__, flush=True)
             test(server)
         check(server.proc.poll() is None, "the server is still running after every test")

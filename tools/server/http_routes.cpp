@@ -222,9 +222,14 @@ void HttpApi::install(httplib::Server& server) {
         const Endpoint ep = endpoint;
         server.Post(path, guarded([this, ep](const httplib::Request& req, httplib::Response& res) { complete(req, res, ep); }));
     }
+    // llama-server's own completion API: the request of /v1/completions
+    // (prompt, n_predict, ...), its own answer and stream (native_final).
+    server.Post("/completion", guarded([this](const httplib::Request& req, httplib::Response& res) {
+        complete(req, res, Endpoint::Text, true);
+    }));
 }
 
-void HttpApi::complete(const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
+void HttpApi::complete(const httplib::Request& req, httplib::Response& res, Endpoint endpoint, bool native) {
     auto busy = std::make_shared<Busy>(*this);
     const Json body = parse_json_body(req.body);
     RequestLimits limits;
@@ -234,6 +239,8 @@ void HttpApi::complete(const httplib::Request& req, httplib::Response& res, Endp
     limits.sampling = settings_.sampling;
     limits.seed_given = settings_.seed_given;
     CompletionRequest request = parse_completion_request(body, endpoint, limits);
+    if (native && request.params.top_logprobs >= 0)
+        bad_request("'logprobs' is a field of /v1/completions; /completion's n_probs is not supported");
 
     std::vector<int32_t> prompt;
     if (endpoint == Endpoint::Chat) {
@@ -269,7 +276,7 @@ void HttpApi::complete(const httplib::Request& req, httplib::Response& res, Endp
             for (auto& t : event->tokens) tokens.push_back(std::move(t));
             if (!event->done) continue;
             if (event->finish == FinishReason::Error) throw ApiError(503, event->error);
-            send_json(res, full_response(ctx, text, tokens, *event));
+            send_json(res, native ? native_final(ctx, text, *event) : full_response(ctx, text, tokens, *event));
             return;
         }
     }
@@ -278,10 +285,11 @@ void HttpApi::complete(const httplib::Request& req, httplib::Response& res, Endp
         std::shared_ptr<Busy> busy;
         std::shared_ptr<RequestChannel> channel;
         ResponseContext ctx;
+        bool native = false;
         bool started = false;
         int64_t offset = 0;
     };
-    auto stream = std::make_shared<Stream>(Stream{busy, channel, ctx});
+    auto stream = std::make_shared<Stream>(Stream{busy, channel, ctx, native});
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",
@@ -292,10 +300,23 @@ void HttpApi::complete(const httplib::Request& req, httplib::Response& res, Endp
             };
             if (!stream->started) {
                 stream->started = true;
-                return write(sink, sse_event(first_chunk(stream->ctx))) ? true : gone();
+                if (!stream->native) return write(sink, sse_event(first_chunk(stream->ctx))) ? true : gone();
             }
             std::optional<GenerationEvent> event = stream->channel->next(kPoll);
             if (!event) return sink.is_writable() ? true : gone();
+            if (stream->native) {
+                // llama-server's stream: {"content", "stop": false} pieces, then the whole answer's fields with "stop": true.
+                if (event->done) {
+                    const std::string last = event->finish == FinishReason::Error
+                                                 ? sse_event(error_json(503, event->error))
+                                                 : sse_event(native_final(stream->ctx, event->text, *event));
+                    if (!write(sink, last)) return gone();
+                    sink.done();
+                } else if (!event->text.empty() && !write(sink, sse_event(native_chunk(event->text)))) {
+                    return gone();
+                }
+                return true;
+            }
             if (!event->text.empty() || !event->tokens.empty()) {
                 if (!write(sink, sse_event(text_chunk(stream->ctx, *event, stream->offset)))) return gone();
                 stream->offset += static_cast<int64_t>(event->text.size());

@@ -50,7 +50,7 @@ public:
 private:
     class Busy;  // counts a request in flight
 
-    void complete(const httplib::Request& req, httplib::Response& res, Endpoint endpoint);
+    void complete(const httplib::Request& req, httplib::Response& res, Endpoint endpoint, bool native = false);
     std::vector<int32_t> chat_tokens(const nlohmann::ordered_json& messages) const;
     std::string render_chat(const nlohmann::ordered_json& messages, bool add_generation_prompt) const;
 

@@ -45,6 +45,7 @@ GenerationEvent RequestChannel::take_merged() {
         merged.prompt_tokens = e.prompt_tokens;
         merged.cached_tokens = e.cached_tokens;
         merged.completion_tokens = e.completion_tokens;
+        merged.stop_word = std::move(e.stop_word);
         events_.pop_front();
     }
     return merged;

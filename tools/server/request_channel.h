@@ -46,6 +46,7 @@ struct GenerationEvent {
     int64_t prompt_tokens = 0;         // on the final event
     int64_t cached_tokens = 0;         // prompt tokens found in the slot's cache, not evaluated again
     int64_t completion_tokens = 0;
+    std::string stop_word;             // on the final event: the stop string that ended the reply, if one did
 };
 
 class RequestChannel {

@@ -93,6 +93,24 @@ Json usage_json(const GenerationEvent& last) {
             {"prompt_tokens_details", {{"cached_tokens", last.cached_tokens}}}};
 }
 
+Json native_chunk(const std::string& content) { return {{"index", 0}, {"content", content}, {"stop", false}}; }
+
+Json native_final(const ResponseContext& ctx, const std::string& content, const GenerationEvent& last) {
+    // llama-server's stop_type: "eos" (an end-of-generation token), "word" (a
+    // stop string, named in stopping_word), "limit" (n_predict or the context).
+    const char* stop_type = last.finish == FinishReason::Length ? "limit" : last.stop_word.empty() ? "eos" : "word";
+    return {{"index", 0},
+            {"content", content},
+            {"stop", true},
+            {"model", ctx.model},
+            {"tokens_predicted", last.completion_tokens},
+            {"tokens_evaluated", last.prompt_tokens},
+            {"tokens_cached", last.cached_tokens},
+            {"truncated", false},
+            {"stop_type", stop_type},
+            {"stopping_word", last.stop_word}};
+}
+
 Json first_chunk(const ResponseContext& ctx) {
     Json j = envelope(ctx, true);
     if (ctx.endpoint == Endpoint::Chat)

@@ -50,4 +50,9 @@ nlohmann::ordered_json full_response(const ResponseContext& ctx, const std::stri
 
 nlohmann::ordered_json usage_json(const GenerationEvent& last);
 
+// llama-server's own POST /completion: a streamed piece of text, and the
+// whole answer (also the last event of its stream, which has no [DONE]).
+nlohmann::ordered_json native_chunk(const std::string& content);
+nlohmann::ordered_json native_final(const ResponseContext& ctx, const std::string& content, const GenerationEvent& last);
+
 }  // namespace kiln::server

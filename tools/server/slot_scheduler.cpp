@@ -294,6 +294,7 @@ void SlotScheduler::finish(int64_t index, FinishReason reason, std::string text,
     event.prompt_tokens = slot.prompt_tokens;
     event.cached_tokens = slot.cached_tokens;
     event.completion_tokens = slot.generated;
+    if (slot.reply) event.stop_word = slot.reply->stop_found();
     slot.channel->push(std::move(event));
     slot.channel.reset();
     slot.sampler.reset();
