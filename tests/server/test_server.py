@@ -301,6 +301,12 @@ def test_llama_server_flags():
         texts = [request(server, "/v1/completions", dict({"prompt": "Once upon a time", "max_tokens": 12}, **extra),
                          key="first-key")[1]["choices"][0]["text"] for extra in ({}, {}, {"temperature": 0})]
         check(texts[0] == texts[1] == texts[2], "--temp 0 is every request's default: %r" % texts)
+        status, props = request(server, "/props", key="first-key")
+        settings = props.get("default_generation_settings", {}) if status == 200 else {}
+        check(status == 200 and props.get("total_slots") == 1 and settings.get("n_ctx") == 256
+              and settings.get("params", {}).get("temperature") == 0 and settings["params"].get("seed") == -1
+              and props.get("model_path") == MODEL and "<|im_start|>" in props.get("chat_template", ""),
+              "/props: %s" % str(props)[:300])
     finally:
         server.kill()
     refused = subprocess.run([SERVER, "-m", MODEL, "-nocb"], capture_output=True, text=True, timeout=60)

@@ -9,6 +9,7 @@
 #include "engine/core/error.h"
 #include "formats/chat/chat_prompt.h"
 #include "formats/tokenizer/utf8.h"
+#include "tools/common/version.h"
 #include "tools/server/api_error.h"
 #include "tools/server/chat_page.h"
 #include "tools/server/completion_request.h"
@@ -170,6 +171,27 @@ void HttpApi::install(httplib::Server& server) {
                              {"n_prompt_tokens", s.prompt_tokens},
                              {"n_decoded", s.generated}});
         send_json(res, slots);
+    }));
+
+    // llama-server's GET /props: what a request gets by default, the slots,
+    // the model file and its chat template (clients read n_ctx from it).
+    server.Get("/props", guarded([this](const httplib::Request&, httplib::Response& res) {
+        const SamplerParams& s = settings_.sampling;
+        const Json params = {{"n_predict", settings_.default_max_tokens},
+                             {"temperature", s.temperature},
+                             {"top_k", s.top_k},
+                             {"top_p", s.top_p},
+                             {"min_p", s.min_p},
+                             {"repeat_penalty", s.repeat_penalty},
+                             {"repeat_last_n", s.repeat_last_n},
+                             {"presence_penalty", s.presence_penalty},
+                             {"frequency_penalty", s.frequency_penalty},
+                             {"seed", settings_.seed_given ? static_cast<int64_t>(s.seed) : int64_t{-1}}};
+        send_json(res, {{"default_generation_settings", {{"n_ctx", scheduler_.n_ctx_per_slot()}, {"params", params}}},
+                        {"total_slots", static_cast<int64_t>(scheduler_.slots().size())},
+                        {"model_path", settings_.model_path},
+                        {"chat_template", chat_tokens_.source},
+                        {"build_info", std::string(cli::build_commit())}});
     }));
 
     server.Post("/tokenize", guarded([this](const httplib::Request& req, httplib::Response& res) {

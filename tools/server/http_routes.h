@@ -25,6 +25,7 @@ namespace kiln::server {
 
 struct ApiSettings {
     std::string model_id;
+    std::string model_path;             // as given to -m (GET /props)
     std::vector<std::string> api_keys;  // empty: none required
     bool web_ui = true;                 // serve the chat page at /
     SamplerParams sampling = RequestLimits::default_sampling();  // a request's defaults (the server's flags)

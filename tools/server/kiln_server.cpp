@@ -95,6 +95,7 @@ int serve(const ServerOptions& o) {
     settings.model_id = o.alias.empty() ? std::filesystem::path(o.model).filename().string() : o.alias;
     settings.api_keys = o.api_keys;
     settings.web_ui = o.web_ui;
+    settings.model_path = o.model;
     settings.sampling = o.sampling;
     settings.seed_given = o.seed_given;
     settings.default_max_tokens = o.n_predict;
