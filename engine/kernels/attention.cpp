@@ -358,11 +358,12 @@ void accumulate_values(const AttentionQuery* queries, int nq, const float* const
     const KeyRange shared = keys_all_use(queries, nq);
     const int64_t fast_begin = std::clamp(shared.begin, j0, j1), fast_end = std::clamp(shared.end, fast_begin, j1);
     masked_keys(j0, fast_begin);
-    if (tail == 0) {
-        // No tail (every pass of a head_dim that is whole batches): the sums
-        // in locals of this loop alone, which the compiler keeps in registers
-        // (acc, which the masked loops also reach, stayed in memory for some
-        // tile shapes: a store and a reload on every key's chain).
+    // The keys every query uses, their sums in locals of this loop alone,
+    // which the compiler keeps in registers (acc, which the masked loops also
+    // reach, stayed in memory for some tile shapes: a store and a reload on
+    // every key's chain). The tail's scalar sums only where there is a tail
+    // (every pass of a head_dim that is whole batches has none).
+    const auto shared_keys = [&]<bool kTail>() {
         batch sum[Q][kBatches];
         for (int i = 0; i < Q; ++i)
             for (int64_t b = 0; b < kBatches; ++b) sum[i][b] = acc[i][b];
@@ -372,27 +373,19 @@ void accumulate_values(const AttentionQuery* queries, int nq, const float* const
             batch vv[kBatches];
             for (int64_t b = 0; b < Batches; ++b) vv[b] = load(row, d0 + b * W);
             for (int i = 0; i < Q; ++i) {
-                const batch wv(weight[i][j - base]);
+                const float w = weight[i][j - base];
+                const batch wv(w);
                 for (int64_t b = 0; b < Batches; ++b) sum[i][b] = xsimd::fma(wv, vv[b], sum[i][b]);
+                if constexpr (kTail)
+                    for (int64_t d = 0; d < tail; ++d)
+                        tail_acc[i][d] = std::fma(w, element(row, d0 + Batches * W + d), tail_acc[i][d]);
             }
         }
         for (int i = 0; i < Q; ++i)
             for (int64_t b = 0; b < kBatches; ++b) acc[i][b] = sum[i][b];
-    } else {
-        for (int64_t j = fast_begin; j < fast_end; ++j) {
-            const V* row = v + static_cast<size_t>(j) * v_stride;
-            prefetch_row(j);
-            batch vv[kBatches];
-            for (int64_t b = 0; b < Batches; ++b) vv[b] = load(row, d0 + b * W);
-            for (int i = 0; i < Q; ++i) {
-                const float w = weight[i][j - base];
-                const batch wv(w);
-                for (int64_t b = 0; b < Batches; ++b) acc[i][b] = xsimd::fma(wv, vv[b], acc[i][b]);
-                for (int64_t d = 0; d < tail; ++d)
-                    tail_acc[i][d] = std::fma(w, element(row, d0 + Batches * W + d), tail_acc[i][d]);
-            }
-        }
-    }
+    };
+    if (tail == 0) shared_keys.template operator()<false>();
+    else shared_keys.template operator()<true>();
     masked_keys(fast_end, j1);
     for (int i = 0; i < nq; ++i) {
         alignas(64) float part[kBatches * W];
