@@ -23,21 +23,10 @@ struct RequestLimits {
     int64_t n_ctx_per_slot = 0;       // max_tokens above it can never be honoured
     int64_t n_vocab = 0;              // prompt token ids must be below it
     // The server's sampling flags (--temp, --top-k, ...): what a request that
-    // leaves a field out gets. seed_given: --seed was given (else a random seed).
-    SamplerParams sampling = default_sampling();
+    // leaves a field out gets (SamplerParams' defaults are llama-server's).
+    // seed_given: --seed was given (else a random seed).
+    SamplerParams sampling;
     bool seed_given = false;
-
-    // llama-server's defaults.
-    static SamplerParams default_sampling() {
-        SamplerParams p;
-        p.temperature = 0.8f;
-        p.top_k = 40;
-        p.top_p = 0.95f;
-        p.min_p = 0.05f;
-        p.repeat_penalty = 1.0f;
-        p.repeat_last_n = 64;
-        return p;
-    }
 };
 
 struct CompletionRequest {

@@ -28,7 +28,7 @@ struct ApiSettings {
     std::string model_path;             // as given to -m (GET /props)
     std::vector<std::string> api_keys;  // empty: none required
     bool web_ui = true;                 // serve the chat page at /
-    SamplerParams sampling = RequestLimits::default_sampling();  // a request's defaults (the server's flags)
+    SamplerParams sampling;             // a request's defaults (the server's flags)
     bool seed_given = false;
     int64_t default_max_tokens = -1;
     size_t max_body_bytes = 8u << 20;

@@ -12,7 +12,6 @@
 #include "tools/common/gpu_flags.h"
 #include "tools/common/placement_flags.h"
 #include "tools/common/sampling_flags.h"
-#include "tools/server/completion_request.h"
 #include "tools/common/version.h"
 
 namespace kiln::server {
@@ -77,7 +76,7 @@ ServerOptions parse_server_options(int argc, char** argv) {
     GpuFlags gpu;
     BatchFlags batch;
     std::string chat_template_value;
-    SamplingFlags sampling(RequestLimits::default_sampling());
+    SamplingFlags sampling(SamplerParams{});
     while (!args.done()) {
         const std::string_view flag = args.next();
         if (flag == "-h" || flag == "--help") {
