@@ -43,7 +43,7 @@ TEST_CASE("temperature 0 is greedy, and the repeat penalty can change its choice
     CHECK(neg.sample(negative, first) == 1);
 }
 
-TEST_CASE("logit biases come first; -infinity bans a token", "[sampler]") {
+TEST_CASE("logit biases come first, and -infinity bans a token", "[sampler]") {
     const std::vector<float> logits{0.5f, 3.0f, 2.9f, -1.0f};
     SamplerParams p = plain(0.0f);
     p.logit_bias = {{3, 4.5f}};  // -1 + 4.5 = 3.5 > 3.0
