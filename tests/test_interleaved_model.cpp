@@ -1,5 +1,5 @@
 // A Llama model whose matrices are Q4_K and Q6_K, loaded with the kernel set's
-// interleaved layout (Q4_K_R16 and Q6_K_R16 on avx512-vnni) and with the file's layout
+// interleaved layout (Q4_K_R16 and Q6_K_R16 on avx512-vnni and avx2) and with the file's layout
 // (KILN_INTERLEAVE=0): a prompt's logits (the GEMM) and decode steps (the
 // interleaved decode kernels) agree within float rounding, and the scalar
 // reference path of the interleaved model agrees with both.

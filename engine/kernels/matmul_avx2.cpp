@@ -524,15 +524,16 @@ void avx2_matmul(DType type, int64_t k, const void* w, size_t w_stride, int64_t 
         scalar_matmul_kernels().matmul(type, k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride, claims);
 }
 
-// Loaded interleaved: Q4_0 and Q4_K, whose decode the interleaved kernels make
-// faster on an AVX2 EPYC (1.1B files, tg64 at 1 thread: Q4_0 12.8-13.7 ->
-// 19.0-19.8 t/s; Q4_K_M 1.1-1.2x). Not Q8_0, Q5_K or Q6_K: hot in cache their
-// interleaved kernels are 1.2-1.9x faster too, but streamed from DRAM they ran
-// slower than the plain tiles (tg64: Q5_K_M 14.3-16.2 plain, 10.3-10.8
-// interleaved; Q6_K 10.1-11.1 and 8.1-9.2; Q8_0 no faster). Their R16 kernels
-// serve weights handed over in that layout.
+// Loaded interleaved: every type with an interleaved layout (Q8_0, Q4_0, Q4_K,
+// Q5_K, Q6_K). With their software prefetch the interleaved decode kernels
+// beat the plain tiles streaming from DRAM on an AVX2 EPYC (1.1B files, tg32,
+// against the build that interleaved Q4_0 and Q4_K alone and had no prefetch,
+// two rounds: 1 thread Q8_0 12.2/11.7 -> 15.4/13.8 t/s, Q5_K_M 14.1/14.6 ->
+// 16.9/15.2, Q6_K 12.0/11.3 -> 12.1/12.5, Q4_0 20.5/21.1 -> 22.5/24.7; 2
+// threads Q6_K 18.3 -> 22.8, Q8_0 20.1 -> 23.7). Without the prefetch the
+// Q8_0, Q5_K and Q6_K ones had been slower than the plain tiles.
 constexpr MatmulKernels kAvx2{"avx2", avx2_prepare_row, avx2_matmul,
-                              type_bits({DType::Q4_0, DType::Q4_K})};
+                              type_bits({DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K})};
 
 }  // namespace
 

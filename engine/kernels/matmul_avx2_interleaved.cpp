@@ -16,10 +16,14 @@
 // tiles (matmul_avx2_kquants.cpp); scales, mins and the float work are decoded
 // once for 8 rows.
 //
-// No software prefetch: a group's rows are one contiguous stream, which the
-// hardware prefetchers follow; prefetching 0.5-64 KiB ahead made streaming
-// from DRAM 15-25% slower (AMD EPYC, 1 GiB of weights; 36-53 prefetches per
-// super-block, at once or spread over it).
+// Software prefetch, 2 KiB ahead in the group's stream, each line once. A
+// group's rows are one contiguous stream, but on one core the hardware
+// prefetchers alone did not keep enough lines in flight while the kernel
+// computes: streaming 1 GiB of copies (kiln-kernel-bench, AMD EPYC, 1 thread,
+// as a share of the read bandwidth measured just before, two runs) Q4_K
+// 73-78% -> 80-90%, Q4_0 76-93% -> 90-93%, Q5_K 46-62% -> 64-73%, Q6_K 43-46%
+// -> 59-71%, Q8_0 65-69% -> 93-103%; 1 KiB and 4 KiB ahead were close, mostly
+// a little lower.
 //
 // All integer sums are exact, and per super-block the float work is that of
 // the avx512-vnni interleaved kernels: acc += isum * (d * dx), then, with a
@@ -35,6 +39,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <cstring>
 #include <utility>
 
@@ -44,6 +49,20 @@ namespace kiln::kernels::detail {
 namespace {
 
 constexpr int64_t kGroupRows = quant::kInterleaveRows;
+
+// How far ahead of the block it multiplies a kernel prefetches the group's
+// stream (see the file comment).
+constexpr int64_t kPrefetchAhead = 2048;
+
+// Prefetches the cache lines that start in [block + kPrefetchAhead,
+// block + kPrefetchAhead + bytes): called for consecutive blocks of one
+// stream, it asks for every line once.
+inline void prefetch_ahead(const std::byte* block, int64_t bytes) noexcept {
+    const auto from = reinterpret_cast<uintptr_t>(block) + kPrefetchAhead;
+    const uintptr_t end = from + static_cast<uintptr_t>(bytes);
+    for (uintptr_t line = (from + 63) & ~uintptr_t{63}; line < end; line += 64)
+        __builtin_prefetch(reinterpret_cast<const void*>(line), 0, 3);
+}
 constexpr int kLaneRows = 8;                                 // rows per vector
 using namespace avx2_kquant;  // load256, bcast32, the Q8_K block's offsets
 
@@ -119,6 +138,7 @@ void q45_k_rows(int64_t nb, const std::byte* group, int h0, const std::byte* x, 
         for (int t = 0; t < NT; ++t) acc[v][t] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
         const std::byte* gb = group + i * kBlockBytes;
+        if (h0 == 0) prefetch_ahead(gb, kBlockBytes);
         __m256i isum[V][NT];
         for (int v = 0; v < V; ++v)
             for (int t = 0; t < NT; ++t) isum[v][t] = _mm256_setzero_si256();
@@ -230,6 +250,7 @@ void q6_k_rows(int64_t nb, const std::byte* group, int h0, const std::byte* x, s
         for (int t = 0; t < NT; ++t) acc[v][t] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
         const std::byte* gb = group + i * kQ6GroupBlockBytes;
+        if (h0 == 0) prefetch_ahead(gb, kQ6GroupBlockBytes);
         __m256i isum[V][NT];
         // The offset term first: 32 x sum of scale x bsum over the 16 sub-blocks.
         for (int t = 0; t < NT; ++t) {
@@ -322,6 +343,7 @@ void legacy_rows(int64_t nb, const std::byte* group, int h0, const std::byte* x,
         for (int t = 0; t < NT; ++t) acc[v][t] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
         const std::byte* gb = group + i * kBlockBytes;
+        if (h0 == 0) prefetch_ahead(gb, kBlockBytes);
         __m256i isum[V][NT];
         if constexpr (kEight) {
             for (int v = 0; v < V; ++v)
