@@ -64,6 +64,7 @@ inline void prefetch_ahead(const std::byte* block, int64_t bytes) noexcept {
     for (uintptr_t line = (from + 63) & ~uintptr_t{63}; line < end; line += 64)
         __builtin_prefetch(reinterpret_cast<const void*>(line), 0, 3);
 }
+
 constexpr int kLaneRows = 8;                                 // rows per vector
 using namespace avx2_kquant;  // load256, bcast32, the Q8_K block's offsets
 
