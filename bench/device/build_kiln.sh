@@ -31,7 +31,8 @@ echo "kiln $(git -C "$SRC" log -1 --format='%h %s' | cut -c1-70)"
 
 export CCACHE_BASEDIR=/tmp CCACHE_DIR=${CCACHE_DIR:-/work/.ccache}
 B=$SRC/build-port
-cmake -S "$SRC" -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_NATIVE=OFF \
+# No MPI: the device machine has no Open MPI runtime, and the tools would need its libraries.
+cmake -S "$SRC" -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_NATIVE=OFF -DKILN_MPI=OFF \
   -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DKILN_SHARED_DIR=/tmp/kiln-devbench-shared >/dev/null
 nice -n 10 cmake --build "$B" -j"$JOBS" --target kiln-bench kiln-kernel-bench kiln-attention-bench kiln
 # kiln-bench built as -march=native would build it on the benchmark machine (issue 18's comparison).
@@ -69,6 +70,18 @@ strip -o "$HERE/kiln/kiln-bench-native" "$BN/bench/kiln-bench"
 for exe in "$HERE"/kiln/*; do ldd "$exe"; done | awk '$3 ~ /^\// { print $3 }' | sort -u |
   grep -Ev '/(libc|libm|libstdc\+\+|libgcc_s|ld-linux-x86-64)\.so' |
   while read -r lib; do cp -L "$lib" "$HERE/lib/"; strip --strip-unneeded "$HERE/lib/$(basename "$lib")"; done
+if [ "${FULL_TESTS:-0}" = 1 ]; then
+  # The whole suite starts kiln's programs by the build paths compiled into kiln-tests
+  # (/tmp/kiln-devbench-src/build-port/...): every program and library of the build, stripped,
+  # travels as one archive (the device tool carries 64 MiB in all) that run_suite.sh unpacks at the
+  # repository root there; ../shared's models and data go along as devbench/shared.
+  stage=$(mktemp -d)
+  (cd "$B" && find . -path ./CMakeFiles -prune -o -path '*/CMakeFiles' -prune -o -type f \( -perm -u+x -o -name 'libkiln.so*' \) -print) |
+    while read -r f; do mkdir -p "$stage/build-port/$(dirname "$f")"; strip -o "$stage/build-port/$f" "$B/$f" 2>/dev/null || cp "$B/$f" "$stage/build-port/$f"; done
+  (cd "$B" && find . -name 'libkiln.so*' -type l) | while read -r f; do cp -P "$B/$f" "$stage/build-port/$f"; done
+  tar -czf "$HERE/build-port.tar.gz" -C "$stage" build-port && rm -rf "$stage"
+  rm -rf "$HERE/shared" && mkdir -p "$HERE/shared" && cp -r "$REPO/../shared/models" "$REPO/../shared/data" "$HERE/shared/"
+fi
 echo "$COMMIT" > "$HERE/kiln/COMMIT"
 # The model generator copies the 32000-token Llama vocabulary (../shared is not on the device machine).
 mkdir -p "$HERE/vocab" && cp "$REPO/../shared/models/vocab/ggml-vocab-llama-spm.gguf" "$HERE/vocab/"
