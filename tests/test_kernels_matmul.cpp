@@ -33,6 +33,7 @@
 
 #include "engine/core/dtype.h"
 #include "engine/core/half.h"
+#include "engine/kernels/amx_support.h"
 #include "engine/kernels/matmul.h"
 #include "engine/kernels/kernel_targets.h"
 #include "engine/kernels/matmul_impl.h"
@@ -443,6 +444,153 @@ TEST_CASE("matmul: prepare_row matches the reference quantizer byte for byte", "
     }
 }
 
+// The amx set (AMX tiles for prompt batches of interleaved Q8_0 / Q4_0) does
+// the avx512-vnni GEMM's arithmetic in its order: the same bits, on odd shapes
+// (a 16-row group after whole 32-row panels, 37 blocks: a chunk of 32 and one
+// of 5, partial token tiles), a row range not from the first row, and rows
+// claimed by three threads. Both are also held to the scalar reference.
+TEST_CASE("matmul: the amx set gives the avx512-vnni set's bits on prompt batches", "[kernels][matmul][threads][amx]") {
+    const MatmulKernels* amx = nullptr;
+    const MatmulKernels* vnni = nullptr;
+    for (const MatmulKernels* set : available_matmul_kernels()) {
+        if (set->name == "amx") amx = set;
+        if (set->name == "avx512-vnni") vnni = set;
+    }
+    if (amx == nullptr) {
+        const char* why = kiln::kernels::amx_support().refusal;
+        WARN("skipped: no amx kernel set on this machine (" << (why != nullptr ? why : "not built") << ")");
+        return;
+    }
+    REQUIRE(vnni != nullptr);
+    constexpr int64_t rows = 80, k = 32 * 37;
+    uint32_t seed = 1700;
+    for (DType type : {DType::Q8_0, DType::Q4_0}) {
+        for (int64_t n_tokens : {16, 17, 33, 50}) {
+            const Operands o = make_operands(type, rows, k, n_tokens, seed++);
+            const auto row_bytes = static_cast<size_t>(*kiln::checked_bytes(type, k));
+            std::vector<std::byte> plain(rows * row_bytes), packed(plain.size());
+            for (int64_t r = 0; r < rows; ++r)
+                std::memcpy(plain.data() + r * row_bytes, o.w.data() + r * o.w_stride, row_bytes);
+            kiln::quant::interleave_rows(type, plain.data(), rows, k, packed.data());
+            const DType layout = *kiln::quant::interleaved_type(type);
+            const auto product = [&](const MatmulKernels& set, int64_t r0, int64_t r1) {
+                std::vector<float> out(static_cast<size_t>(n_tokens * rows), kSentinel);
+                set.matmul(layout, k, packed.data(), row_bytes, r0, r1, o.x.data(), o.x_stride, n_tokens, out.data(),
+                           rows, nullptr);
+                return out;
+            };
+            INFO(kiln::dtype_name(type) << " tokens " << n_tokens);
+            const std::vector<float> got = product(*amx, 0, rows);
+            const std::vector<float> want_bits = product(*vnni, 0, rows);
+            CHECK(std::memcmp(got.data(), want_bits.data(), got.size() * sizeof(float)) == 0);
+            const Result ref = run(scalar_matmul_kernels(), o, 0, rows);
+            const std::vector<double> mag = magnitudes(o);
+            for (int64_t t = 0; t < n_tokens; ++t)
+                for (int64_t r = 0; r < rows; ++r) {
+                    INFO("row " << r << " token " << t);
+                    REQUIRE(std::fabs(got[t * rows + r] - ref.out[t * ref.out_stride + r]) <= 1e-6 * mag[t * rows + r] + 1e-30);
+                }
+            // Rows [16, 64): the others are left alone.
+            const std::vector<float> part = product(*amx, 16, 64);
+            for (int64_t t = 0; t < n_tokens; ++t)
+                for (int64_t r = 0; r < rows; ++r) {
+                    INFO("range [16, 64) row " << r << " token " << t);
+                    if (r < 16 || r >= 64) REQUIRE(part[t * rows + r] == kSentinel);
+                    else REQUIRE(std::memcmp(&part[t * rows + r], &got[t * rows + r], sizeof(float)) == 0);
+                }
+            std::atomic<int64_t> next{3};
+            std::vector<float> claimed(static_cast<size_t>(n_tokens * rows), kSentinel);
+            std::vector<std::thread> threads;
+            const int64_t chunk = matmul_row_tile(layout, n_tokens);
+            for (int ith = 0; ith < 3; ++ith)
+                threads.emplace_back([&, ith] {
+                    const RowClaims claims{&next, chunk, ith};
+                    amx->matmul(layout, k, packed.data(), row_bytes, 0, rows, o.x.data(), o.x_stride, n_tokens,
+                                claimed.data(), rows, &claims);
+                });
+            for (std::thread& th : threads) th.join();
+            CHECK(std::memcmp(claimed.data(), got.data(), got.size() * sizeof(float)) == 0);
+        }
+    }
+}
+
+// The same for the K-quants: interleaved Q4_K/Q5_K/Q6_K with a 16-row group
+// after a whole 32-row chunk, plain Q2_K..Q6_K with 37 rows (a partial group),
+// 3 super-blocks, partial token tiles, a row range and claimed rows.
+TEST_CASE("matmul: the amx set gives the avx512-vnni set's bits on K-quant prompt batches", "[kernels][matmul][threads][amx]") {
+    const MatmulKernels* amx = nullptr;
+    const MatmulKernels* vnni = nullptr;
+    for (const MatmulKernels* set : available_matmul_kernels()) {
+        if (set->name == "amx") amx = set;
+        if (set->name == "avx512-vnni") vnni = set;
+    }
+    if (amx == nullptr) {
+        const char* why = kiln::kernels::amx_support().refusal;
+        WARN("skipped: no amx kernel set on this machine (" << (why != nullptr ? why : "not built") << ")");
+        return;
+    }
+    REQUIRE(vnni != nullptr);
+    constexpr int64_t k = 256 * 3;
+    uint32_t seed = 1800;
+    for (DType type : {DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q2_K, DType::Q3_K}) {
+        for (bool interleave : {true, false}) {
+            const auto interleaved = kiln::quant::interleaved_type(type);
+            if (interleave && !interleaved) continue;
+            const int64_t rows = interleave ? 48 : 37;
+            for (int64_t n_tokens : {16, 21, 40}) {
+                const Operands o = make_operands(type, rows, k, n_tokens, seed++);
+                const auto row_bytes = static_cast<size_t>(*kiln::checked_bytes(type, k));
+                std::vector<std::byte> weights(rows * row_bytes);
+                for (int64_t r = 0; r < rows; ++r)
+                    std::memcpy(weights.data() + r * row_bytes, o.w.data() + r * o.w_stride, row_bytes);
+                if (interleave) {
+                    std::vector<std::byte> plain = weights;
+                    kiln::quant::interleave_rows(type, plain.data(), rows, k, weights.data());
+                }
+                const DType layout = interleave ? *interleaved : type;
+                const auto product = [&](const MatmulKernels& set, int64_t r0, int64_t r1) {
+                    std::vector<float> out(static_cast<size_t>(n_tokens * rows), kSentinel);
+                    set.matmul(layout, k, weights.data(), row_bytes, r0, r1, o.x.data(), o.x_stride, n_tokens,
+                               out.data(), rows, nullptr);
+                    return out;
+                };
+                INFO(kiln::dtype_name(layout) << " tokens " << n_tokens);
+                const std::vector<float> got = product(*amx, 0, rows);
+                const std::vector<float> want_bits = product(*vnni, 0, rows);
+                CHECK(std::memcmp(got.data(), want_bits.data(), got.size() * sizeof(float)) == 0);
+                const Result ref = run(scalar_matmul_kernels(), o, 0, rows);
+                const std::vector<double> mag = magnitudes(o);
+                for (int64_t t = 0; t < n_tokens; ++t)
+                    for (int64_t r = 0; r < rows; ++r) {
+                        INFO("row " << r << " token " << t);
+                        REQUIRE(std::fabs(got[t * rows + r] - ref.out[t * ref.out_stride + r]) <=
+                                1e-6 * mag[t * rows + r] + 1e-30);
+                    }
+                const int64_t a = 16, b = interleave ? 32 : 35;
+                const std::vector<float> part = product(*amx, a, b);
+                for (int64_t t = 0; t < n_tokens; ++t)
+                    for (int64_t r = 0; r < rows; ++r) {
+                        INFO("range row " << r << " token " << t);
+                        if (r < a || r >= b) REQUIRE(part[t * rows + r] == kSentinel);
+                        else REQUIRE(std::memcmp(&part[t * rows + r], &got[t * rows + r], sizeof(float)) == 0);
+                    }
+                std::atomic<int64_t> next{3};
+                std::vector<float> claimed(static_cast<size_t>(n_tokens * rows), kSentinel);
+                std::vector<std::thread> threads;
+                const int64_t chunk = matmul_row_tile(layout, n_tokens);
+                for (int ith = 0; ith < 3; ++ith)
+                    threads.emplace_back([&, ith] {
+                        const RowClaims claims{&next, chunk, ith};
+                        amx->matmul(layout, k, weights.data(), row_bytes, 0, rows, o.x.data(), o.x_stride, n_tokens,
+                                    claimed.data(), rows, &claims);
+                    });
+                for (std::thread& th : threads) th.join();
+                CHECK(std::memcmp(claimed.data(), got.data(), got.size() * sizeof(float)) == 0);
+            }
+        }
+    }
+}
+
 TEST_CASE("matmul: the sets of the kernel targets", "[kernels][matmul]") {
     const auto sets = available_matmul_kernels();
     REQUIRE(!sets.empty());
@@ -473,6 +621,8 @@ TEST_CASE("matmul: the sets of the kernel targets", "[kernels][matmul]") {
                           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
                           __builtin_cpu_supports("avx512vnni");
         CHECK(has_set("avx512-vnni") == vnni);
+        // "amx" where the CPU and the operating system allow the tiles.
+        CHECK(has_set("amx") == (vnni && kiln::kernels::amx_support().int8));
     }
 #endif
 }

@@ -25,6 +25,11 @@ struct KernelTable {
     const char* name;
     // The best matmul set compiled into the target that this CPU runs.
     const MatmulKernels* (*matmul_set)() noexcept;
+    // A second set for the same row kernels, offered as a target of its own:
+    // the "amx" set (AVX-512 targets only; nullptr elsewhere). The function
+    // returns nullptr where this CPU or its operating system cannot run it.
+    const char* tile_target_name;
+    const MatmulKernels* (*tile_matmul_set)() noexcept;
 
     // vector.h
     void (*add)(const float*, const float*, float*, int64_t) noexcept;

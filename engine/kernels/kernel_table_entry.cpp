@@ -38,6 +38,13 @@ const MatmulKernels* best_matmul_set() noexcept {
 constexpr KernelTable kTable{
     .name = KILN_KERNEL_TARGET_NAME,
     .matmul_set = best_matmul_set,
+#if KILN_KERNELS_WITH_AVX512
+    .tile_target_name = "amx",
+    .tile_matmul_set = amx_matmul_kernels,
+#else
+    .tile_target_name = nullptr,
+    .tile_matmul_set = nullptr,
+#endif
     .add = add,
     .mul = mul,
     .scale = scale,

@@ -73,7 +73,8 @@ constexpr BuiltTarget kBuilt[] = {
 };
 static_assert(sizeof(kBuilt) > 0, "the build defines at least the baseline kernel target");
 
-constexpr size_t kMaxTargets = sizeof(kBuilt) / sizeof(kBuilt[0]) + 1;  // and "scalar"
+constexpr size_t kBuiltCount = sizeof(kBuilt) / sizeof(kBuilt[0]);
+constexpr size_t kMaxTargets = 2 * kBuiltCount + 1;  // each with its tile target ("amx"), and "scalar"
 
 const MatmulKernels* scalar_set() noexcept { return &scalar_matmul_kernels(); }
 
@@ -84,6 +85,9 @@ struct Registry {
     std::array<std::string_view, kMaxTargets> built_names{};
     size_t n_built = 0;
     KernelTable scalar{};  // the baseline's row kernels with the scalar matmul reference
+    // A target's row kernels with its tile matmul set ("amx"), offered before it.
+    std::array<KernelTable, kBuiltCount> tile_tables{};
+    size_t n_tile = 0;
 };
 
 const Registry& registry() noexcept {
@@ -95,8 +99,20 @@ const Registry& registry() noexcept {
             // A baseline without a matmul set of its own is "scalar" (below).
             const bool is_scalar = table == baseline && table->matmul_set() == &scalar_matmul_kernels();
             if (is_scalar) continue;
+            const bool runs = target.cpu_runs();
+            if (table->tile_matmul_set != nullptr) {
+                out.built_names[out.n_built++] = table->tile_target_name;
+                if (runs && table->tile_matmul_set() != nullptr) {
+                    KernelTable& tile = out.tile_tables[out.n_tile++];
+                    tile = *table;
+                    tile.name = table->tile_target_name;
+                    tile.matmul_set = table->tile_matmul_set;
+                    out.available[out.n_available] = &tile;
+                    out.available_names[out.n_available++] = tile.name;
+                }
+            }
             out.built_names[out.n_built++] = table->name;
-            if (!target.cpu_runs()) continue;
+            if (!runs) continue;
             out.available[out.n_available] = table;
             out.available_names[out.n_available++] = table->name;
         }

@@ -34,6 +34,9 @@ inline bool cpu_has_f16c() noexcept {
 const MatmulKernels* avx512_vnni_matmul_kernels() noexcept;
 const MatmulKernels* avx2_matmul_kernels() noexcept;
 const MatmulKernels* neon_matmul_kernels() noexcept;  // "neon"; "neon-dotprod" with sdot; "neon-i8mm" with SMMLA too
+// "amx": the avx512-vnni set with prompt batches on AMX tiles (matmul_avx512_amx.cpp);
+// nullptr also where the CPU or the operating system refuses AMX (amx_support.h).
+const MatmulKernels* amx_matmul_kernels() noexcept;
 
 // A 64-byte aligned block of at least `bytes` bytes owned by the calling thread,
 // valid until this thread's next call. Grows and never shrinks, so steady-state

@@ -23,6 +23,12 @@ set(KILN_KERNELS_GENERIC
 file(GLOB KILN_KERNELS_AVX2 CONFIGURE_DEPENDS ${_kernels}/matmul_avx2*.cpp)
 file(GLOB KILN_KERNELS_AVX512 CONFIGURE_DEPENDS ${_kernels}/matmul_avx512*.cpp)
 file(GLOB KILN_KERNELS_NEON CONFIGURE_DEPENDS ${_kernels}/matmul_neon*.cpp)
+# The AMX tile kernels are part of the AVX-512 set, with the tile instructions
+# enabled for their files (they run only where amx_support() allows).
+if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
+  set_source_files_properties(${_kernels}/matmul_avx512_amx.cpp ${_kernels}/matmul_avx512_amx_kquants.cpp
+    PROPERTIES COMPILE_OPTIONS "-mamx-tile;-mamx-int8")
+endif()
 # What the library must not compile for the baseline itself.
 set(KILN_KERNEL_TARGET_SOURCES ${KILN_KERNELS_GENERIC} ${KILN_KERNELS_AVX2} ${KILN_KERNELS_AVX512} ${KILN_KERNELS_NEON})
 
@@ -85,6 +91,8 @@ function(kiln_kernel_targets lib)
     kiln_kernel_target(${lib} native native "" AVX2 AVX512 NEON)
   elseif(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
     kiln_kernel_target(${lib} avx512_vnni avx512-vnni "-march=x86-64-v4 -mavx512vnni -mtune=generic" AVX2 AVX512)
+    # The avx512-vnni target's row kernels with the AMX matmul set (kernel_targets.h).
+    set_property(GLOBAL APPEND PROPERTY KILN_KERNEL_TARGET_NAMES amx)
     kiln_kernel_target(${lib} avx2 avx2 "-march=x86-64-v3 -mtune=generic" AVX2)
     kiln_kernel_target(${lib} baseline x86-64 "")
   elseif(CMAKE_SYSTEM_PROCESSOR MATCHES "^(aarch64|arm64|ARM64)$")
