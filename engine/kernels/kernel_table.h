@@ -28,7 +28,9 @@ struct KernelTable {
     // A second set for the same row kernels, offered as a target of its own:
     // the "amx" set (AVX-512 targets only; nullptr elsewhere). The function
     // returns nullptr where this CPU or its operating system cannot run it.
+    // tile_built says whether the target's compiler flags gave it that set.
     const char* tile_target_name;
+    bool (*tile_built)() noexcept;
     const MatmulKernels* (*tile_matmul_set)() noexcept;
 
     // vector.h

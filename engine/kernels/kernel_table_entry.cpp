@@ -40,9 +40,11 @@ constexpr KernelTable kTable{
     .matmul_set = best_matmul_set,
 #if KILN_KERNELS_WITH_AVX512
     .tile_target_name = "amx",
+    .tile_built = amx_matmul_built,
     .tile_matmul_set = amx_matmul_kernels,
 #else
     .tile_target_name = nullptr,
+    .tile_built = nullptr,
     .tile_matmul_set = nullptr,
 #endif
     .add = add,

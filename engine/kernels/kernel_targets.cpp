@@ -100,7 +100,7 @@ const Registry& registry() noexcept {
             const bool is_scalar = table == baseline && table->matmul_set() == &scalar_matmul_kernels();
             if (is_scalar) continue;
             const bool runs = target.cpu_runs();
-            if (table->tile_matmul_set != nullptr) {
+            if (table->tile_matmul_set != nullptr && table->tile_built()) {
                 out.built_names[out.n_built++] = table->tile_target_name;
                 if (runs && table->tile_matmul_set() != nullptr) {
                     KernelTable& tile = out.tile_tables[out.n_tile++];

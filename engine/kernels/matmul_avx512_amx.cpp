@@ -227,6 +227,8 @@ void amx_matmul(DType type, int64_t k, const void* w, size_t w_stride, int64_t r
 
 }  // namespace
 
+bool amx_matmul_built() noexcept { return true; }
+
 const MatmulKernels* amx_matmul_kernels() noexcept {
     static const MatmulKernels* const set = []() -> const MatmulKernels* {
         const MatmulKernels* vnni = avx512_vnni_matmul_kernels();
@@ -242,6 +244,7 @@ const MatmulKernels* amx_matmul_kernels() noexcept {
 #else  // !KILN_HAVE_AMX_INT8
 
 namespace kiln::kernels::detail {
+bool amx_matmul_built() noexcept { return false; }
 const MatmulKernels* amx_matmul_kernels() noexcept { return nullptr; }
 }  // namespace kiln::kernels::detail
 

@@ -37,6 +37,7 @@ const MatmulKernels* neon_matmul_kernels() noexcept;  // "neon"; "neon-dotprod" 
 // "amx": the avx512-vnni set with prompt batches on AMX tiles (matmul_avx512_amx.cpp);
 // nullptr also where the CPU or the operating system refuses AMX (amx_support.h).
 const MatmulKernels* amx_matmul_kernels() noexcept;
+bool amx_matmul_built() noexcept;  // whether the target was compiled with the tile instructions
 
 // A 64-byte aligned block of at least `bytes` bytes owned by the calling thread,
 // valid until this thread's next call. Grows and never shrinks, so steady-state
