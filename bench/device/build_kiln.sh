@@ -79,7 +79,7 @@ if [ "${FULL_TESTS:-0}" = 1 ]; then
   (cd "$B" && find . -path ./CMakeFiles -prune -o -path '*/CMakeFiles' -prune -o -type f \( -perm -u+x -o -name 'libkiln.so*' \) -print) |
     while read -r f; do mkdir -p "$stage/build-port/$(dirname "$f")"; strip -o "$stage/build-port/$f" "$B/$f" 2>/dev/null || cp "$B/$f" "$stage/build-port/$f"; done
   (cd "$B" && find . -name 'libkiln.so*' -type l) | while read -r f; do cp -P "$B/$f" "$stage/build-port/$f"; done
-  tar -czf "$HERE/build-port.tar.gz" -C "$stage" build-port && rm -rf "$stage"
+  tar -cf - -C "$stage" build-port | xz -T"$JOBS" -9 > "$HERE/build-port.tar.xz" && rm -rf "$stage"  # 30 MB gzipped, 6.5 xz
   rm -rf "$HERE/shared" && mkdir -p "$HERE/shared" && cp -r "$REPO/../shared/models" "$REPO/../shared/data" "$HERE/shared/"
 fi
 echo "$COMMIT" > "$HERE/kiln/COMMIT"

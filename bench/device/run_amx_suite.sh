@@ -22,7 +22,8 @@ step machine
 lscpu | grep -E '^(Model name|CPU\(s\)|Thread\(s\) per core|Core\(s\) per socket|L2 cache|L3 cache)'
 echo "flags: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx512f|avx512_vnni|avx512_bf16|amx.*)$' | tr '\n' ' ')"
 # kiln-tests starts kiln's programs and reads fixtures by the paths compiled into it.
-tar -xzf "$DEV/build-port.tar.gz" -C "$ROOT"
+tar -xf "$DEV/build-port.tar.xz" -C "$ROOT" 2>/dev/null ||
+  env -u LD_LIBRARY_PATH python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$DEV/build-port.tar.xz" "$ROOT"
 ln -sfn "$ROOT" /tmp/kiln-devbench-src
 ln -sfn "$DEV/shared" /tmp/kiln-devbench-shared
 B=$ROOT/build-port T=$B/tests/kiln-tests
