@@ -79,6 +79,10 @@ if [ "${FULL_TESTS:-0}" = 1 ]; then
   (cd "$B" && find . -path ./CMakeFiles -prune -o -path '*/CMakeFiles' -prune -o -type f \( -perm -u+x -o -name 'libkiln.so*' \) -print) |
     while read -r f; do mkdir -p "$stage/build-port/$(dirname "$f")"; strip -o "$stage/build-port/$f" "$B/$f" 2>/dev/null || cp "$B/$f" "$stage/build-port/$f"; done
   (cd "$B" && find . -name 'libkiln.so*' -type l) | while read -r f; do cp -P "$B/$f" "$stage/build-port/$f"; done
+  # Libraries outside the C/C++ runtime that the suite's programs need (kiln-viz, kiln-train...).
+  find "$stage/build-port" -type f -perm -u+x | while read -r exe; do ldd "$exe" 2>/dev/null; done |
+    awk '$3 ~ /^\// { print $3 }' | sort -u | grep -Ev '/(libc|libm|libstdc\+\+|libgcc_s|ld-linux-x86-64)\.so' |
+    while read -r lib; do cp -L "$lib" "$HERE/lib/"; strip --strip-unneeded "$HERE/lib/$(basename "$lib")"; done
   tar -cf - -C "$stage" build-port | xz -T"$JOBS" -9 > "$HERE/build-port.tar.xz" && rm -rf "$stage"  # 30 MB gzipped, 6.5 xz
   rm -rf "$HERE/shared" && mkdir -p "$HERE/shared" && cp -r "$REPO/../shared/models" "$REPO/../shared/data" "$HERE/shared/"
 fi

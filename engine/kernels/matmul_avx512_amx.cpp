@@ -16,8 +16,8 @@
 // acc[t] += float(sum[t]) * (dw * dx[t]). That is the arithmetic of the
 // avx512-vnni GEMM (matmul_avx512_quant.cpp) in the same order, over the same
 // chunks of 32 blocks, on the same exact int32 block sums, so this set gives
-// that set's bits. The tile products of block b + 1 run while block b's sums
-// are scaled (two result tiles, alternating).
+// that set's bits. The tile products of a pair of blocks run while the pair
+// before is scaled: read right after a tile store, the sums stall the loads.
 //
 // The K-quants run on tiles too (matmul_avx512_amx_kquants.cpp). Decode
 // (fewer than kAmxMinTokens tokens) and the other types run the avx512-vnni
@@ -114,7 +114,7 @@ inline void scale_block_sums(const int32_t* sums, const float* dw, const float* 
 // against one packed token tile; adds to out when `accumulate`.
 void tile_gemm(int64_t nbc, const std::byte* panel, int g, const std::byte* tokens, float* out, int64_t out_stride,
                int64_t n_valid_tokens, bool accumulate) noexcept {
-    alignas(64) int32_t sums[2][kTileTokens * 16];
+    alignas(64) int32_t sums[2][2][kTileTokens * 16];  // [pair parity][block of the pair]
     __m512 acc[kTileTokens];
     for (auto& a : acc) a = _mm512_setzero_ps();
     const auto a_tile = [&](int64_t b) { return tokens + b * kTokenBlockBytes; };
@@ -123,29 +123,35 @@ void tile_gemm(int64_t nbc, const std::byte* panel, int g, const std::byte* toke
         return reinterpret_cast<const float*>(panel + b * kPanelBlockBytes + kPanelScales) + g * 16;
     };
     const auto dx = [&](int64_t b) { return reinterpret_cast<const float*>(tokens + b * kTokenBlockBytes + kTokenScales); };
-    int64_t b = 0;
-    for (; b + 2 <= nbc; b += 2) {
-        _tile_zero(0);
-        _tile_zero(1);
-        _tile_loadd(2, a_tile(b), 32);
-        _tile_loadd(4, b_tile(b), 64);
-        _tile_loadd(3, a_tile(b + 1), 32);
-        _tile_loadd(5, b_tile(b + 1), 64);
-        _tile_dpbssd(0, 2, 4);
-        _tile_dpbssd(1, 3, 5);
-        _tile_stored(0, sums[0], 64);
-        _tile_stored(1, sums[1], 64);
-        scale_block_sums(sums[0], dw(b), dx(b), acc);
-        scale_block_sums(sums[1], dw(b + 1), dx(b + 1), acc);
-    }
-    if (b < nbc) {
+    // Software-pipelined by a pair of blocks: the tile products of blocks b,
+    // b + 1 are issued, then the sums of the pair before are scaled, so that
+    // the vector loads never wait on tile stores just issued.
+    const auto issue = [&](int parity, int64_t b, int64_t n) {
         _tile_zero(0);
         _tile_loadd(2, a_tile(b), 32);
         _tile_loadd(4, b_tile(b), 64);
         _tile_dpbssd(0, 2, 4);
-        _tile_stored(0, sums[0], 64);
-        scale_block_sums(sums[0], dw(b), dx(b), acc);
+        _tile_stored(0, sums[parity][0], 64);
+        if (n == 2) {
+            _tile_zero(1);
+            _tile_loadd(3, a_tile(b + 1), 32);
+            _tile_loadd(5, b_tile(b + 1), 64);
+            _tile_dpbssd(1, 3, 5);
+            _tile_stored(1, sums[parity][1], 64);
+        }
+    };
+    const auto finish = [&](int parity, int64_t b, int64_t n) {
+        for (int64_t i = 0; i < n; ++i) scale_block_sums(sums[parity][i], dw(b + i), dx(b + i), acc);
+    };
+    int parity = 0;
+    int64_t prev_b = 0, prev_n = 0;
+    for (int64_t b = 0; b < nbc; b += 2) {
+        const int64_t n = std::min<int64_t>(2, nbc - b);
+        issue(parity, b, n);
+        if (prev_n > 0) finish(parity ^ 1, prev_b, prev_n);
+        prev_b = b, prev_n = n, parity ^= 1;
     }
+    finish(parity ^ 1, prev_b, prev_n);
     for (int64_t t = 0; t < n_valid_tokens; ++t) {
         float* o = out + t * out_stride;
         _mm512_storeu_ps(o, accumulate ? _mm512_add_ps(acc[t], _mm512_loadu_ps(o)) : acc[t]);

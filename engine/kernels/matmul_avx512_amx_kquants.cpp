@@ -16,7 +16,8 @@
 // arithmetic per super-block is the avx512-vnni GEMM's: acc += cvt(isum) *
 // (d * dx), acc -= cvt(bsum term) * (dmin * dx) (or cvt(isum - term) * (d *
 // dx) for the types without mins). The same exact integers and the same float
-// operations in the same order: that set's bits.
+// operations in the same order: that set's bits. A super-block's tile
+// products are issued before the previous one's sums are read.
 #include "engine/kernels/matmul_avx512_amx.h"
 
 #if KILN_HAVE_AMX_INT8
@@ -136,20 +137,22 @@ void group_gemm(int64_t nb, const GroupBlock* w, const TokenBlock* x, float* out
     constexpr int G = kGroup<T>;
     constexpr int kGroups = 256 / G;
     constexpr bool kHasMin = T == DType::Q2_K || T == DType::Q4_K || T == DType::Q5_K;
-    alignas(64) int32_t sums[kGroups][256];
+    alignas(64) int32_t sums[2][kGroups][256];  // [super-block parity][scale group]
     __m512 acc[kTileTokens];
     for (auto& a : acc) a = _mm512_setzero_ps();
-    for (int64_t i = 0; i < nb; ++i) {
+    // The int and float work of super-block i - 1 after the tile products of
+    // i are issued: read right after a tile store, the sums stall the loads.
+    const auto finish = [&](int64_t i) {
         const GroupBlock& wb = w[i];
         const TokenBlock& xb = x[i];
-        for (int s = 0; s < kGroups; s += 2) group_products<G>(xb, wb, s, sums);
+        const auto& bsums = sums[i & 1];
         const __m512 d = _mm512_load_ps(wb.d);
         const __m512 dmin = _mm512_load_ps(wb.dmin);
         for (int t = 0; t < kTileTokens; ++t) {
             __m512i isum = _mm512_setzero_si512();
             for (int s = 0; s < kGroups; ++s) {
                 const __m512i scaled =
-                    _mm512_mullo_epi32(_mm512_load_si512(sums[s] + 16 * t), _mm512_load_si512(wb.scales[s * G / 16]));
+                    _mm512_mullo_epi32(_mm512_load_si512(bsums[s] + 16 * t), _mm512_load_si512(wb.scales[s * G / 16]));
                 isum = _mm512_add_epi32(isum, scaled);
             }
             __m512i corr = _mm512_setzero_si512();
@@ -163,7 +166,12 @@ void group_gemm(int64_t nb, const GroupBlock* w, const TokenBlock* x, float* out
                 acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(isum, corr)), _mm512_mul_ps(d, dx), acc[t]);
             }
         }
+    };
+    for (int64_t i = 0; i < nb; ++i) {
+        for (int s = 0; s < kGroups; s += 2) group_products<G>(x[i], w[i], s, sums[i & 1]);
+        if (i > 0) finish(i - 1);
     }
+    if (nb > 0) finish(nb - 1);
     const auto mask = static_cast<__mmask16>((1u << rows) - 1u);
     for (int t = 0; t < tokens; ++t) _mm512_mask_storeu_ps(out + t * out_stride, mask, acc[t]);
 }
