@@ -100,6 +100,13 @@ const Registry& registry() noexcept {
             const bool is_scalar = table == baseline && table->matmul_set() == &scalar_matmul_kernels();
             if (is_scalar) continue;
             const bool runs = target.cpu_runs();
+            out.built_names[out.n_built++] = table->name;
+            if (runs) {
+                out.available[out.n_available] = table;
+                out.available_names[out.n_available++] = table->name;
+            }
+            // The tile target follows its base target: measured no faster yet
+            // (README, "AMX tiles"), it runs only when KILN_KERNELS names it.
             if (table->tile_matmul_set != nullptr && table->tile_built()) {
                 out.built_names[out.n_built++] = table->tile_target_name;
                 if (runs && table->tile_matmul_set() != nullptr) {
@@ -111,10 +118,6 @@ const Registry& registry() noexcept {
                     out.available_names[out.n_available++] = tile.name;
                 }
             }
-            out.built_names[out.n_built++] = table->name;
-            if (!runs) continue;
-            out.available[out.n_available] = table;
-            out.available_names[out.n_available++] = table->name;
         }
         out.scalar = *baseline;
         out.scalar.name = "scalar";

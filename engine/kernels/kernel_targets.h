@@ -6,9 +6,10 @@
 // "neon-dotprod" and "neon" (its baseline); a -DKILN_NATIVE=ON build has the
 // one target "native", compiled for the build machine. Every list ends with
 // "scalar": the baseline's row kernels with the plain scalar matmul reference.
-// A target with the AVX-512 set is also offered as "amx" (ahead of it) where
-// the CPU and the operating system allow AMX tiles: the same row kernels, with
-// prompt batches on the tiles (matmul_avx512_amx.cpp).
+// A target with the AVX-512 set is also offered as "amx" (after it: chosen
+// only by KILN_KERNELS=amx, since it measured no faster yet) where the CPU and
+// the operating system allow AMX tiles: the same row kernels, with prompt
+// batches on the tiles (matmul_avx512_amx*.cpp).
 // (The x86-64 baseline has no matmul set of its own, so there "scalar" is the
 // baseline.)
 //
