@@ -96,26 +96,17 @@ for round in 1 2; do
 done
 grep -h "compute peak" $OUT/logs/pp-*-1.err | sort -u
 
-step "tg64, 1 thread (core 2): amx against avx512-vnni (decode runs the avx512-vnni kernels in both)"
-for m in tl-q8_0 tl-q4_k_m; do
-  for set in amx avx512-vnni; do
-    [ $(left) -gt 15 ] || { echo "budget spent"; break 2; }
-    KILN_KERNELS=$set taskset -c 2 "$B/bench/kiln-bench" -m $M/$m.gguf -t 1 -p 0 -n 64 -r 2 -o jsonl \
-      > $OUT/logs/tg-$m-$set.jsonl 2>/dev/null
-    printf '%s %s: %s\n' $m $set "$(grep -o '"avg_ts": *[0-9.]*' $OUT/logs/tg-$m-$set.jsonl)"
-  done
-done
 # Issue 18: the portable build against kiln-bench built for this CPU (-march=sapphirerapids), 1 thread.
 if grep -qw amx_int8 /proc/cpuinfo && [ -x "$DEV/kiln/kiln-bench-native" ]; then
   step "portable against native, tl-q8_0 and tl-q4_0, 1 thread (core 2), alternating"
-  for m in tl-q8_0 tl-q4_0; do
+  for round in 1 2; do for m in tl-q8_0 tl-q4_0; do
     for bin in kiln-bench kiln-bench-native; do
       [ $(left) -gt 15 ] || { echo "budget spent"; break 2; }
       exe=$B/bench/kiln-bench; [ $bin = kiln-bench ] || exe=$DEV/kiln/$bin
-      taskset -c 2 "$exe" -m $M/$m.gguf -t 1 -p 128 -n 32 -r 2 -o jsonl > $OUT/logs/native-$m-$bin.jsonl 2>/dev/null
-      printf '%s %s: %s\n' $m $bin "$(grep -o '"avg_ts": *[0-9.]*' $OUT/logs/native-$m-$bin.jsonl | tr '\n' ' ')"
+      taskset -c 2 "$exe" -m $M/$m.gguf -t 1 -p 128 -n 32 -r 2 -o jsonl > $OUT/logs/native-$m-$bin-$round.jsonl 2>/dev/null
+      printf '%s %s round %s: %s\n' $m $bin $round "$(grep -o '"avg_ts": *[0-9.]*' $OUT/logs/native-$m-$bin-$round.jsonl | tr '\n' ' ')"
     done
-  done
+  done; done
 fi
 step done
 tar -czf "$OUT/logs.tar.gz" -C "$OUT" logs && rm -rf "$OUT/logs"
