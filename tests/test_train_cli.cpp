@@ -9,6 +9,8 @@
 #include <optional>
 #include <sstream>
 
+#include <unistd.h>
+
 #include "engine/train/gpt_gguf.h"
 #include "engine/train/seq2seq_gguf.h"
 #include "formats/gguf/gguf_file.h"
@@ -30,9 +32,12 @@ std::string slurp(const fs::path& p) {
 
 void write(const fs::path& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
 
+// A folder of its own per process (the pid in its name), so that two runs of
+// the suite at once do not share it.
 struct TempDir {
     fs::path path;
-    explicit TempDir(const std::string& name) : path(fs::temp_directory_path() / name) {
+    explicit TempDir(const std::string& name)
+        : path(fs::temp_directory_path() / (name + "-" + std::to_string(::getpid()))) {
         fs::remove_all(path);
         fs::create_directories(path);
     }

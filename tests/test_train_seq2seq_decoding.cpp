@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <sstream>
 
+#include <unistd.h>
+
 #include "engine/runtime/thread_pool.h"
 #include "engine/train/seq2seq_gguf.h"
 #include "engine/train/seq2seq_trainer.h"
@@ -53,7 +55,7 @@ TEST_CASE("held-out answers and exact match equal those of kiln --beams K on the
     // Trained part of the way, so that some answers are wrong and greedy
     // decoding and beam search disagree on some.
     while (trainer.steps_done() < 300) trainer.step();
-    const fs::path model = fs::temp_directory_path() / "kiln-seq2seq-decoding.gguf";
+    const fs::path model = fs::temp_directory_path() / ("kiln-seq2seq-decoding-" + std::to_string(::getpid()) + ".gguf");
     write_seq2seq_model(model, trainer.model(), ReverseTask::model_vocabulary());
 
     const std::vector<std::string>& texts = task.held_out();
