@@ -3,10 +3,12 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <sstream>
 
+#include "engine/kernels/kernel_targets.h"
 #include "support/paths.h"
 #include "support/run_tool.h"
 #include "support/sample_gguf.h"
@@ -213,4 +215,32 @@ TEST_CASE("kiln-perplexity --kl-base refuses a base of other windows or a damage
                                                                  " -c 64 --kl-base /nonexistent/dir/base.bin");
     CHECK(no_folder.status == 1);
     CHECK(!std::filesystem::exists("/nonexistent/dir/base.bin"));
+}
+
+// The amx target's tile GEMM gives the avx512-vnni set's bits (test_kernels_matmul.cpp),
+// so a whole model's perplexity under KILN_KERNELS=amx prints the same digits: stories260K
+// as Q8_0 and Q4_0 (its 64-row matrices interleaved, their prompt batches on tiles).
+// Skipped, with a line, on a CPU without AMX.
+TEST_CASE("kiln-perplexity under KILN_KERNELS=amx prints what avx512-vnni prints", "[cli][perplexity][amx]") {
+    const auto targets = kiln::kernels::available_kernel_targets();
+    if (std::find(targets.begin(), targets.end(), "amx") == targets.end()) {
+        WARN("skipped: this machine runs no amx kernel target");
+        return;
+    }
+    const KlSetup s(6000);
+    const std::string q4_0 = test::shell_quote((s.dir.path() / "q4_0.gguf").string());
+    const auto convert = test::run_tool("kiln-convert", s.f32 + " -o " + q4_0 + " --type q4_0");
+    REQUIRE(convert.status == 0);
+    for (const std::string& model : {s.q8_0, q4_0}) {
+        for (int threads : {1, 2}) {
+            const std::string args = fmt::format("-m {} -f {} -c 64 -t {} --score-all", model, s.text, threads);
+            const auto amx = test::run_tool("kiln-perplexity", args, "KILN_KERNELS=amx");
+            const auto vnni = test::run_tool("kiln-perplexity", args, "KILN_KERNELS=avx512-vnni");
+            INFO(model << " threads " << threads << "\n" << amx.err << vnni.err);
+            REQUIRE(amx.status == 0);
+            REQUIRE(vnni.status == 0);
+            CHECK(amx.out.find("PPL = ") != std::string::npos);
+            CHECK(amx.out == vnni.out);
+        }
+    }
 }
