@@ -22,9 +22,10 @@
 
 namespace kiln::kernels {
 
-// The targets this binary has and this CPU runs, best first ("scalar" last).
+// The targets this binary has and this CPU runs, the default first ("scalar" last;
+// "amx" right after the target it extends).
 std::span<const std::string_view> available_kernel_targets() noexcept;
-// Every target this binary has, whether or not this CPU runs it, best first.
+// Every target this binary has, whether or not this CPU runs it, in the same order.
 std::span<const std::string_view> built_kernel_targets() noexcept;
 // The target in use (KILN_KERNELS, else the first available).
 std::string_view active_kernel_target() noexcept;

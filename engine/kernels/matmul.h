@@ -105,7 +105,7 @@ bool matmul_supports(DType weight_type) noexcept;
 
 // The plain scalar reference set (always available).
 const MatmulKernels& scalar_matmul_kernels() noexcept;
-// The sets of the kernel targets this CPU runs, best first (the scalar set last).
+// The sets of the kernel targets this CPU runs, in the targets' order (the scalar set last).
 std::span<const MatmulKernels* const> available_matmul_kernels() noexcept;
 // The set of the kernel target in use (KILN_KERNELS, else the best this CPU runs).
 const MatmulKernels& active_matmul_kernels() noexcept;
