@@ -26,6 +26,9 @@
 
 #if KILN_HAVE_AMX_INT8
 
+#include "engine/kernels/dot_kquants_ref.h"
+#include "engine/quant/interleave.h"
+
 #include <algorithm>
 #include <cstring>
 
@@ -192,20 +195,6 @@ bool amx_quant_gemm(int64_t k, const std::byte* w, size_t w_stride, int64_t r0, 
     return true;
 }
 
-bool is_kquant(DType type) noexcept {
-    switch (type) {
-        case DType::Q2_K:
-        case DType::Q3_K:
-        case DType::Q4_K:
-        case DType::Q5_K:
-        case DType::Q6_K:
-        case DType::Q4_K_R16:
-        case DType::Q5_K_R16:
-        case DType::Q6_K_R16: return true;
-        default: return false;
-    }
-}
-
 // From this many tokens on the tiles run (below, the avx512-vnni kernels).
 constexpr int64_t kAmxMinTokens = 16;
 
@@ -224,7 +213,7 @@ void amx_matmul(DType type, int64_t k, const void* w, size_t w_stride, int64_t r
             done = amx_quant_gemm<DType::Q8_0>(k, wb, w_stride, r0, r1, xb, x_stride, n_tokens, out, out_stride, claims);
         else if (type == DType::Q4_0_R16)
             done = amx_quant_gemm<DType::Q4_0>(k, wb, w_stride, r0, r1, xb, x_stride, n_tokens, out, out_stride, claims);
-        else if (is_kquant(type))
+        else if (is_kquant(quant::is_interleaved(type) ? quant::plain_type(type) : type))
             done = amx_kquant_gemm(type, k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride, claims);
         if (done) return;
     }
