@@ -444,72 +444,102 @@ TEST_CASE("matmul: prepare_row matches the reference quantizer byte for byte", "
     }
 }
 
+namespace {
+
+// The amx and avx512-vnni sets where this machine runs both (amx nullptr,
+// with a visible skip line, where it does not).
+struct AmxAndVnni {
+    const MatmulKernels* amx = nullptr;
+    const MatmulKernels* vnni = nullptr;
+};
+AmxAndVnni amx_and_vnni() {
+    AmxAndVnni sets;
+    for (const MatmulKernels* set : available_matmul_kernels()) {
+        if (set->name == "amx") sets.amx = set;
+        if (set->name == "avx512-vnni") sets.vnni = set;
+    }
+    if (sets.amx == nullptr) {
+        const char* why = kiln::kernels::amx_support().refusal;
+        WARN("skipped: no amx kernel set on this machine (" << (why != nullptr ? why : "not built") << ")");
+    }
+    return sets;
+}
+
+// The amx set's product of `weights` (o's rows in `layout`, row_bytes apart)
+// and o's tokens: avx512-vnni's bits, the scalar reference's values within its
+// tolerance, rows outside [a, b) left alone, and the same bits for rows claimed
+// by three threads.
+void check_amx_product(const AmxAndVnni& sets, const Operands& o, DType layout, const std::vector<std::byte>& weights,
+                       size_t row_bytes, int64_t a, int64_t b) {
+    const int64_t rows = o.rows, n_tokens = o.n_tokens;
+    const auto product = [&](const MatmulKernels& set, int64_t r0, int64_t r1) {
+        std::vector<float> out(static_cast<size_t>(n_tokens * rows), kSentinel);
+        set.matmul(layout, o.k, weights.data(), row_bytes, r0, r1, o.x.data(), o.x_stride, n_tokens, out.data(), rows,
+                   nullptr);
+        return out;
+    };
+    INFO(kiln::dtype_name(layout) << " tokens " << n_tokens);
+    const std::vector<float> got = product(*sets.amx, 0, rows);
+    const std::vector<float> want_bits = product(*sets.vnni, 0, rows);
+    CHECK(std::memcmp(got.data(), want_bits.data(), got.size() * sizeof(float)) == 0);
+    const Result ref = run(scalar_matmul_kernels(), o, 0, rows);
+    const std::vector<double> mag = magnitudes(o);
+    for (int64_t t = 0; t < n_tokens; ++t)
+        for (int64_t r = 0; r < rows; ++r) {
+            INFO("row " << r << " token " << t);
+            REQUIRE(std::fabs(got[t * rows + r] - ref.out[t * ref.out_stride + r]) <= 1e-6 * mag[t * rows + r] + 1e-30);
+        }
+    const std::vector<float> part = product(*sets.amx, a, b);
+    for (int64_t t = 0; t < n_tokens; ++t)
+        for (int64_t r = 0; r < rows; ++r) {
+            INFO("range [" << a << ", " << b << ") row " << r << " token " << t);
+            if (r < a || r >= b) REQUIRE(part[t * rows + r] == kSentinel);
+            else REQUIRE(std::memcmp(&part[t * rows + r], &got[t * rows + r], sizeof(float)) == 0);
+        }
+    std::atomic<int64_t> next{3};
+    std::vector<float> claimed(static_cast<size_t>(n_tokens * rows), kSentinel);
+    std::vector<std::thread> threads;
+    const int64_t chunk = matmul_row_tile(layout, n_tokens);
+    for (int ith = 0; ith < 3; ++ith)
+        threads.emplace_back([&, ith] {
+            const RowClaims claims{&next, chunk, ith};
+            sets.amx->matmul(layout, o.k, weights.data(), row_bytes, 0, rows, o.x.data(), o.x_stride, n_tokens,
+                             claimed.data(), rows, &claims);
+        });
+    for (std::thread& th : threads) th.join();
+    CHECK(std::memcmp(claimed.data(), got.data(), got.size() * sizeof(float)) == 0);
+}
+
+// o's weight rows without their stride padding, interleaved when asked.
+std::vector<std::byte> packed_weights(const Operands& o, size_t row_bytes, bool interleave) {
+    std::vector<std::byte> plain(static_cast<size_t>(o.rows) * row_bytes);
+    for (int64_t r = 0; r < o.rows; ++r)
+        std::memcpy(plain.data() + r * row_bytes, o.w.data() + r * o.w_stride, row_bytes);
+    if (!interleave) return plain;
+    std::vector<std::byte> packed(plain.size());
+    kiln::quant::interleave_rows(o.type, plain.data(), o.rows, o.k, packed.data());
+    return packed;
+}
+
+}  // namespace
+
 // The amx set (AMX tiles for prompt batches of interleaved Q8_0 / Q4_0) does
 // the avx512-vnni GEMM's arithmetic in its order: the same bits, on odd shapes
 // (a 16-row group after whole 32-row panels, 37 blocks: a chunk of 32 and one
 // of 5, partial token tiles), a row range not from the first row, and rows
 // claimed by three threads. Both are also held to the scalar reference.
 TEST_CASE("matmul: the amx set gives the avx512-vnni set's bits on prompt batches", "[kernels][matmul][threads][amx]") {
-    const MatmulKernels* amx = nullptr;
-    const MatmulKernels* vnni = nullptr;
-    for (const MatmulKernels* set : available_matmul_kernels()) {
-        if (set->name == "amx") amx = set;
-        if (set->name == "avx512-vnni") vnni = set;
-    }
-    if (amx == nullptr) {
-        const char* why = kiln::kernels::amx_support().refusal;
-        WARN("skipped: no amx kernel set on this machine (" << (why != nullptr ? why : "not built") << ")");
-        return;
-    }
-    REQUIRE(vnni != nullptr);
+    const AmxAndVnni sets = amx_and_vnni();
+    if (sets.amx == nullptr) return;
+    REQUIRE(sets.vnni != nullptr);
     constexpr int64_t rows = 80, k = 32 * 37;
     uint32_t seed = 1700;
     for (DType type : {DType::Q8_0, DType::Q4_0}) {
         for (int64_t n_tokens : {16, 17, 33, 50}) {
             const Operands o = make_operands(type, rows, k, n_tokens, seed++);
             const auto row_bytes = static_cast<size_t>(*kiln::checked_bytes(type, k));
-            std::vector<std::byte> plain(rows * row_bytes), packed(plain.size());
-            for (int64_t r = 0; r < rows; ++r)
-                std::memcpy(plain.data() + r * row_bytes, o.w.data() + r * o.w_stride, row_bytes);
-            kiln::quant::interleave_rows(type, plain.data(), rows, k, packed.data());
-            const DType layout = *kiln::quant::interleaved_type(type);
-            const auto product = [&](const MatmulKernels& set, int64_t r0, int64_t r1) {
-                std::vector<float> out(static_cast<size_t>(n_tokens * rows), kSentinel);
-                set.matmul(layout, k, packed.data(), row_bytes, r0, r1, o.x.data(), o.x_stride, n_tokens, out.data(),
-                           rows, nullptr);
-                return out;
-            };
-            INFO(kiln::dtype_name(type) << " tokens " << n_tokens);
-            const std::vector<float> got = product(*amx, 0, rows);
-            const std::vector<float> want_bits = product(*vnni, 0, rows);
-            CHECK(std::memcmp(got.data(), want_bits.data(), got.size() * sizeof(float)) == 0);
-            const Result ref = run(scalar_matmul_kernels(), o, 0, rows);
-            const std::vector<double> mag = magnitudes(o);
-            for (int64_t t = 0; t < n_tokens; ++t)
-                for (int64_t r = 0; r < rows; ++r) {
-                    INFO("row " << r << " token " << t);
-                    REQUIRE(std::fabs(got[t * rows + r] - ref.out[t * ref.out_stride + r]) <= 1e-6 * mag[t * rows + r] + 1e-30);
-                }
-            // Rows [16, 64): the others are left alone.
-            const std::vector<float> part = product(*amx, 16, 64);
-            for (int64_t t = 0; t < n_tokens; ++t)
-                for (int64_t r = 0; r < rows; ++r) {
-                    INFO("range [16, 64) row " << r << " token " << t);
-                    if (r < 16 || r >= 64) REQUIRE(part[t * rows + r] == kSentinel);
-                    else REQUIRE(std::memcmp(&part[t * rows + r], &got[t * rows + r], sizeof(float)) == 0);
-                }
-            std::atomic<int64_t> next{3};
-            std::vector<float> claimed(static_cast<size_t>(n_tokens * rows), kSentinel);
-            std::vector<std::thread> threads;
-            const int64_t chunk = matmul_row_tile(layout, n_tokens);
-            for (int ith = 0; ith < 3; ++ith)
-                threads.emplace_back([&, ith] {
-                    const RowClaims claims{&next, chunk, ith};
-                    amx->matmul(layout, k, packed.data(), row_bytes, 0, rows, o.x.data(), o.x_stride, n_tokens,
-                                claimed.data(), rows, &claims);
-                });
-            for (std::thread& th : threads) th.join();
-            CHECK(std::memcmp(claimed.data(), got.data(), got.size() * sizeof(float)) == 0);
+            check_amx_product(sets, o, *kiln::quant::interleaved_type(type), packed_weights(o, row_bytes, true),
+                              row_bytes, 16, 64);
         }
     }
 }
@@ -518,18 +548,9 @@ TEST_CASE("matmul: the amx set gives the avx512-vnni set's bits on prompt batche
 // after a whole 32-row chunk, plain Q2_K..Q6_K with 37 rows (a partial group),
 // 3 super-blocks, partial token tiles, a row range and claimed rows.
 TEST_CASE("matmul: the amx set gives the avx512-vnni set's bits on K-quant prompt batches", "[kernels][matmul][threads][amx]") {
-    const MatmulKernels* amx = nullptr;
-    const MatmulKernels* vnni = nullptr;
-    for (const MatmulKernels* set : available_matmul_kernels()) {
-        if (set->name == "amx") amx = set;
-        if (set->name == "avx512-vnni") vnni = set;
-    }
-    if (amx == nullptr) {
-        const char* why = kiln::kernels::amx_support().refusal;
-        WARN("skipped: no amx kernel set on this machine (" << (why != nullptr ? why : "not built") << ")");
-        return;
-    }
-    REQUIRE(vnni != nullptr);
+    const AmxAndVnni sets = amx_and_vnni();
+    if (sets.amx == nullptr) return;
+    REQUIRE(sets.vnni != nullptr);
     constexpr int64_t k = 256 * 3;
     uint32_t seed = 1800;
     for (DType type : {DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q2_K, DType::Q3_K}) {
@@ -540,52 +561,8 @@ TEST_CASE("matmul: the amx set gives the avx512-vnni set's bits on K-quant promp
             for (int64_t n_tokens : {16, 21, 40}) {
                 const Operands o = make_operands(type, rows, k, n_tokens, seed++);
                 const auto row_bytes = static_cast<size_t>(*kiln::checked_bytes(type, k));
-                std::vector<std::byte> weights(rows * row_bytes);
-                for (int64_t r = 0; r < rows; ++r)
-                    std::memcpy(weights.data() + r * row_bytes, o.w.data() + r * o.w_stride, row_bytes);
-                if (interleave) {
-                    std::vector<std::byte> plain = weights;
-                    kiln::quant::interleave_rows(type, plain.data(), rows, k, weights.data());
-                }
-                const DType layout = interleave ? *interleaved : type;
-                const auto product = [&](const MatmulKernels& set, int64_t r0, int64_t r1) {
-                    std::vector<float> out(static_cast<size_t>(n_tokens * rows), kSentinel);
-                    set.matmul(layout, k, weights.data(), row_bytes, r0, r1, o.x.data(), o.x_stride, n_tokens,
-                               out.data(), rows, nullptr);
-                    return out;
-                };
-                INFO(kiln::dtype_name(layout) << " tokens " << n_tokens);
-                const std::vector<float> got = product(*amx, 0, rows);
-                const std::vector<float> want_bits = product(*vnni, 0, rows);
-                CHECK(std::memcmp(got.data(), want_bits.data(), got.size() * sizeof(float)) == 0);
-                const Result ref = run(scalar_matmul_kernels(), o, 0, rows);
-                const std::vector<double> mag = magnitudes(o);
-                for (int64_t t = 0; t < n_tokens; ++t)
-                    for (int64_t r = 0; r < rows; ++r) {
-                        INFO("row " << r << " token " << t);
-                        REQUIRE(std::fabs(got[t * rows + r] - ref.out[t * ref.out_stride + r]) <=
-                                1e-6 * mag[t * rows + r] + 1e-30);
-                    }
-                const int64_t a = 16, b = interleave ? 32 : 35;
-                const std::vector<float> part = product(*amx, a, b);
-                for (int64_t t = 0; t < n_tokens; ++t)
-                    for (int64_t r = 0; r < rows; ++r) {
-                        INFO("range row " << r << " token " << t);
-                        if (r < a || r >= b) REQUIRE(part[t * rows + r] == kSentinel);
-                        else REQUIRE(std::memcmp(&part[t * rows + r], &got[t * rows + r], sizeof(float)) == 0);
-                    }
-                std::atomic<int64_t> next{3};
-                std::vector<float> claimed(static_cast<size_t>(n_tokens * rows), kSentinel);
-                std::vector<std::thread> threads;
-                const int64_t chunk = matmul_row_tile(layout, n_tokens);
-                for (int ith = 0; ith < 3; ++ith)
-                    threads.emplace_back([&, ith] {
-                        const RowClaims claims{&next, chunk, ith};
-                        amx->matmul(layout, k, weights.data(), row_bytes, 0, rows, o.x.data(), o.x_stride, n_tokens,
-                                    claimed.data(), rows, &claims);
-                    });
-                for (std::thread& th : threads) th.join();
-                CHECK(std::memcmp(claimed.data(), got.data(), got.size() * sizeof(float)) == 0);
+                check_amx_product(sets, o, interleave ? *interleaved : type, packed_weights(o, row_bytes, interleave),
+                                  row_bytes, 16, interleave ? 32 : 35);
             }
         }
     }
