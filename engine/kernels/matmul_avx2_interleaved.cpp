@@ -16,15 +16,17 @@
 // tiles (matmul_avx2_kquants.cpp); scales, mins and the float work are decoded
 // once for 8 rows.
 //
-// Software prefetch, 2 KiB ahead in the group's stream, each line once. A
-// group's rows are one contiguous stream, but on one core the hardware
-// prefetchers alone did not keep enough lines in flight while the kernel
-// computes: streaming 1 GiB of copies (kiln-kernel-bench, AMD EPYC, 1 thread,
-// as a share of the read bandwidth measured just before, two runs) Q4_K
-// 73-78% -> 80-90%, Q4_0 76-93% -> 90-93%, Q5_K 46-62% -> 64-73%, Q6_K 43-46%
-// -> 59-71%, Q8_0 65-69% -> 93-103%; 1 KiB and 4 KiB ahead were close, mostly
-// a little lower. The same prefetches unrolled into one burst per block
-// streamed slower than this counted loop (Q4_K 48-62%, Q6_K 41-49%).
+// Software prefetch, 2 KiB ahead in the group's stream, each line once, spread
+// through the block's work: a part of the block's lines at each step (each
+// sub-block or quad). A group's rows are one contiguous stream, but on one
+// core the hardware prefetchers alone did not keep enough lines in flight
+// while the kernel computes: streaming 1 GiB of copies (kiln-kernel-bench, AMD
+// EPYC, 1 thread, as a share of the read bandwidth measured just before, two
+// runs) Q4_K 73-78% -> 80-90%, Q4_0 76-93% -> 90-93%, Q5_K 46-62% -> 64-73%,
+// Q6_K 43-46% -> 59-71%, Q8_0 65-69% -> 93-103% with all of a block's lines
+// asked for when it starts; spread, Q4_K 68-77% -> 94-97%, Q5_K 59-73% ->
+// 85-91%, Q6_K 56-58% -> 70-75% (Q8_0 and Q4_0, whose blocks are a few lines,
+// unchanged). 1 KiB and 4 KiB ahead were close, mostly a little lower.
 //
 // All integer sums are exact, and per super-block the float work is that of
 // the avx512-vnni interleaved kernels: acc += isum * (d * dx), then, with a
@@ -58,9 +60,14 @@ constexpr int64_t kPrefetchAhead = 2048;
 // Prefetches the cache lines that start in [block + kPrefetchAhead,
 // block + kPrefetchAhead + bytes): called for consecutive blocks of one
 // stream, it asks for every line once.
-inline void prefetch_ahead(const std::byte* block, int64_t bytes) noexcept {
-    const auto from = reinterpret_cast<uintptr_t>(block) + kPrefetchAhead;
-    const uintptr_t end = from + static_cast<uintptr_t>(bytes);
+// Part `part` of `parts` of that: the lines that start in the part's share of
+// [block + kPrefetchAhead, block + kPrefetchAhead + bytes). A kernel asks for
+// one part at each of `parts` steps through the block, so its prefetches are
+// spread through its work instead of issued in one burst when it starts.
+inline void prefetch_ahead(const std::byte* block, int64_t bytes, int part, int parts) noexcept {
+    const auto base = reinterpret_cast<uintptr_t>(block) + kPrefetchAhead;
+    const uintptr_t from = base + static_cast<uintptr_t>(bytes * part / parts);
+    const uintptr_t end = base + static_cast<uintptr_t>(bytes * (part + 1) / parts);
     for (uintptr_t line = (from + 63) & ~uintptr_t{63}; line < end; line += 64)
         __builtin_prefetch(reinterpret_cast<const void*>(line), 0, 3);
 }
@@ -140,7 +147,6 @@ void q45_k_rows(int64_t nb, const std::byte* group, int h0, const std::byte* x, 
         for (int t = 0; t < NT; ++t) acc[v][t] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
         const std::byte* gb = group + i * kBlockBytes;
-        if (h0 == 0) prefetch_ahead(gb, kBlockBytes);
         __m256i isum[V][NT];
         for (int v = 0; v < V; ++v)
             for (int t = 0; t < NT; ++t) isum[v][t] = _mm256_setzero_si256();
@@ -168,6 +174,7 @@ void q45_k_rows(int64_t nb, const std::byte* group, int h0, const std::byte* x, 
                 __m256i plo[V][NT], phi[V][NT];
 #pragma GCC unroll 8
                 for (int j = run * kRun; j < run * kRun + kRun; ++j) {
+                    if (h0 == 0) prefetch_ahead(gb, kBlockBytes, 8 * g + j, 32);
                     __m256i lo[V], hi[V];
                     for (int v = 0; v < V; ++v) {
                         const __m256i q = load256(gb + kCodes + (8 * g + j) * 64 + 32 * (h0 + v));
@@ -252,7 +259,6 @@ void q6_k_rows(int64_t nb, const std::byte* group, int h0, const std::byte* x, s
         for (int t = 0; t < NT; ++t) acc[v][t] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
         const std::byte* gb = group + i * kQ6GroupBlockBytes;
-        if (h0 == 0) prefetch_ahead(gb, kQ6GroupBlockBytes);
         __m256i isum[V][NT];
         // The offset term first: 32 x sum of scale x bsum over the 16 sub-blocks.
         for (int t = 0; t < NT; ++t) {
@@ -273,6 +279,7 @@ void q6_k_rows(int64_t nb, const std::byte* group, int h0, const std::byte* x, s
 #pragma GCC unroll 2
             for (int hj = 0; hj < 2; ++hj) {  // quads j = 4 hj .. 4 hj + 3: sub-block 8n + 2e + hj
                 const int sb = 8 * n + 2 * e + hj;
+                if (h0 == 0) prefetch_ahead(gb, kQ6GroupBlockBytes, 2 * (4 * n + e) + hj, 16);
                 __m256i sc[V];
                 for (int v = 0; v < V; ++v)
                     sc[v] = signed_pick(load256(gb + kQ6Scales + 64 * (sb / 4) + 32 * (h0 + v)), picks.same[sb % 4]);
@@ -345,13 +352,13 @@ void legacy_rows(int64_t nb, const std::byte* group, int h0, const std::byte* x,
         for (int t = 0; t < NT; ++t) acc[v][t] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
         const std::byte* gb = group + i * kBlockBytes;
-        if (h0 == 0) prefetch_ahead(gb, kBlockBytes);
         __m256i isum[V][NT];
         if constexpr (kEight) {
             for (int v = 0; v < V; ++v)
                 for (int t = 0; t < NT; ++t) isum[v][t] = _mm256_setzero_si256();
 #pragma GCC unroll 8
             for (int q = 0; q < 8; ++q) {
+                if (h0 == 0) prefetch_ahead(gb, kBlockBytes, q, 8);
                 __m256i mag[V], codes[V];
                 for (int v = 0; v < V; ++v) {
                     codes[v] = load256(gb + 32 + 64 * q + 32 * (h0 + v));
@@ -369,6 +376,7 @@ void legacy_rows(int64_t nb, const std::byte* group, int h0, const std::byte* x,
             __m256i pairs[V][NT];
 #pragma GCC unroll 4
             for (int q = 0; q < 4; ++q) {
+                if (h0 == 0) prefetch_ahead(gb, kBlockBytes, q, 4);
                 __m256i lo[V], hi[V];
                 for (int v = 0; v < V; ++v) {
                     const __m256i c = load256(gb + 32 + 64 * q + 32 * (h0 + v));
