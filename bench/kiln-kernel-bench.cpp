@@ -255,7 +255,7 @@ Weights make_weights(const MatmulKernels& set, DType type, int64_t rows, int64_t
         for (size_t c = 0; c < copies; ++c) {
             std::byte* m = w.data.get() + c * w.matrix_bytes;
             std::memcpy(plain.data(), m, w.matrix_bytes);
-            kiln::quant::interleave_rows(type, plain.data(), rows, k, m);
+            kiln::quant::interleave_rows(*layout, plain.data(), rows, k, m);
         }
         w.type = *layout;
     }

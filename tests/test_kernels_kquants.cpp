@@ -296,21 +296,22 @@ TEST_CASE("kquants: rows claimed by several threads equal one call bit for bit",
 // when three threads claim rows.
 namespace {
 
-Problem interleaved(const Problem& plain) {
+Problem interleaved(const Problem& plain, DType layout) {
     Problem p = plain;
-    p.type = *kiln::quant::interleaved_type(plain.type);
-    kiln::quant::interleave_rows(plain.type, plain.w.data(), plain.rows, plain.k, p.w.data());
+    p.type = layout;
+    kiln::quant::interleave_rows(layout, plain.w.data(), plain.rows, plain.k, p.w.data());
     return p;
 }
 
 }  // namespace
 
-constexpr DType kInterleavable[] = {DType::Q4_K, DType::Q5_K, DType::Q6_K};
+constexpr DType kLayouts[] = {DType::Q4_K_R16, DType::Q5_K_R16, DType::Q6_K_R16, DType::Q6_K_R16B};
 
 TEST_CASE("interleaved: rows round-trip to the plain blocks", "[kquant_kernels]") {
-    for (DType type : kInterleavable) {
+    for (DType layout : kLayouts) {
+        const DType type = kiln::quant::plain_type(layout);
         const Problem plain = make_problem(type, 768, 32, 1, 7100);
-        const Problem p = interleaved(plain);
+        const Problem p = interleaved(plain, layout);
         REQUIRE(p.w != plain.w);  // rearranged, not copied
         const int64_t bb = block_bytes(type);
         std::byte block[256];
@@ -318,7 +319,7 @@ TEST_CASE("interleaved: rows round-trip to the plain blocks", "[kquant_kernels]"
             for (int64_t i = 0; i < 3; ++i) {
                 const std::byte* group = p.w.data() + (r - r % 16) * static_cast<int64_t>(p.w_stride);
                 kiln::quant::deinterleaved_block(p.type, group, p.k, static_cast<int>(r % 16), i, block);
-                INFO(type_name(type) << " row " << r << " block " << i);
+                INFO(type_name(layout) << " row " << r << " block " << i);
                 REQUIRE(std::memcmp(block, plain.w.data() + r * static_cast<int64_t>(plain.w_stride) + i * bb,
                                     static_cast<size_t>(bb)) == 0);
             }
@@ -327,15 +328,16 @@ TEST_CASE("interleaved: rows round-trip to the plain blocks", "[kquant_kernels]"
 
 TEST_CASE("interleaved: every kernel set matches the plain scalar set", "[kquant_kernels]") {
     uint32_t seed = 7200;
-    for (DType type : kInterleavable)
+    for (DType layout : kLayouts)
     for (int64_t k : {256, 512, 2816}) {
+        const DType type = kiln::quant::plain_type(layout);
         for (int64_t n_tokens : {1, 2, 3, 5, 8, 17, 33}) {
             const Problem plain = make_problem(type, k, 48, n_tokens, seed++);
-            const Problem p = interleaved(plain);
+            const Problem p = interleaved(plain, layout);
             const std::vector<float> expected = run(scalar_matmul_kernels(), plain);
             // The scalar set: the plain reference's bits.
             const std::vector<float> scalar = run(scalar_matmul_kernels(), p);
-            INFO(type_name(type) << " k=" << k << " tokens=" << n_tokens);
+            INFO(type_name(layout) << " k=" << k << " tokens=" << n_tokens);
             REQUIRE(std::memcmp(scalar.data(), expected.data(), expected.size() * sizeof(float)) == 0);
             for (const MatmulKernels* set : available_matmul_kernels()) {
                 const std::vector<float> got = run(*set, p);
@@ -357,9 +359,9 @@ TEST_CASE("interleaved: every kernel set matches the plain scalar set", "[kquant
 TEST_CASE("interleaved: rows claimed by several threads equal one call bit for bit", "[kquant_kernels][threads]") {
     uint32_t seed = 7300;
     for (const MatmulKernels* set : available_matmul_kernels()) {
-        for (DType type : kInterleavable)
+        for (DType layout : kLayouts)
         for (int64_t n_tokens : {1, 3, 17}) {
-            const Problem p = interleaved(make_problem(type, 512, 208, n_tokens, seed++));
+            const Problem p = interleaved(make_problem(kiln::quant::plain_type(layout), 512, 208, n_tokens, seed++), layout);
             const std::vector<float> whole = run(*set, p);
             std::vector<float> claimed(whole.size(), -1.0f);
             constexpr int kThreads = 3;
@@ -373,7 +375,7 @@ TEST_CASE("interleaved: rows claimed by several threads equal one call bit for b
                                 claimed.data(), p.rows, &claims);
                 });
             for (std::thread& t : threads) t.join();
-            INFO(set->name << " " << type_name(type) << " tokens=" << n_tokens);
+            INFO(set->name << " " << type_name(layout) << " tokens=" << n_tokens);
             REQUIRE(std::memcmp(whole.data(), claimed.data(), whole.size() * sizeof(float)) == 0);
         }
     }

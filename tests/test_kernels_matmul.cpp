@@ -517,7 +517,7 @@ std::vector<std::byte> packed_weights(const Operands& o, size_t row_bytes, bool 
         std::memcpy(plain.data() + r * row_bytes, o.w.data() + r * o.w_stride, row_bytes);
     if (!interleave) return plain;
     std::vector<std::byte> packed(plain.size());
-    kiln::quant::interleave_rows(o.type, plain.data(), o.rows, o.k, packed.data());
+    kiln::quant::interleave_rows(*kiln::quant::interleaved_type(o.type), plain.data(), o.rows, o.k, packed.data());
     return packed;
 }
 
@@ -616,8 +616,8 @@ TEST_CASE("matmul: interleaved Q8_0 and Q4_0 weights", "[kernels][matmul][thread
             std::vector<std::byte> plain(48 * row_bytes), packed(plain.size());
             for (int64_t r = 0; r < 48; ++r)
                 std::memcpy(plain.data() + r * row_bytes, o.w.data() + r * o.w_stride, row_bytes);
-            kiln::quant::interleave_rows(type, plain.data(), 48, 96, packed.data());
             const DType layout = *kiln::quant::interleaved_type(type);
+            kiln::quant::interleave_rows(layout, plain.data(), 48, 96, packed.data());
             const auto product = [&](const MatmulKernels& set, const RowClaims* claims) {
                 std::vector<float> out(static_cast<size_t>(n_tokens * 48), kSentinel);
                 set.matmul(layout, 96, packed.data(), row_bytes, 0, 48, o.x.data(), o.x_stride, n_tokens, out.data(),

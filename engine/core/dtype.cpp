@@ -61,6 +61,7 @@ constexpr std::array kInterleavedTypes = {
     TypeTraits{DType::Q4_K_R16, "q4_K_r16", kQK_K, sizeof(BlockQ4_K), true, nullptr, nullptr},
     TypeTraits{DType::Q5_K_R16, "q5_K_r16", kQK_K, sizeof(BlockQ5_K), true, nullptr, nullptr},
     TypeTraits{DType::Q6_K_R16, "q6_K_r16", kQK_K, sizeof(BlockQ6_K), true, nullptr, nullptr},
+    TypeTraits{DType::Q6_K_R16B, "q6_K_r16b", kQK_K, sizeof(BlockQ6_K), true, nullptr, nullptr},
 };
 
 constexpr bool sorted_by_id() {

@@ -34,7 +34,8 @@ DType vec_dot_type(DType weight_type) noexcept {
         case DType::Q5_K:
         case DType::Q5_K_R16:
         case DType::Q6_K:
-        case DType::Q6_K_R16: return DType::Q8_K;
+        case DType::Q6_K_R16:
+        case DType::Q6_K_R16B: return DType::Q8_K;
         default: return DType::F32;
     }
 }
@@ -66,14 +67,15 @@ bool matmul_supports(DType weight_type) noexcept {
         case DType::Q5_K:
         case DType::Q5_K_R16:
         case DType::Q6_K:
-        case DType::Q6_K_R16: return true;
+        case DType::Q6_K_R16:
+        case DType::Q6_K_R16B: return true;
         default: return false;
     }
 }
 
 std::optional<DType> weight_layout(const MatmulKernels& set, DType type, int64_t rows) noexcept {
-    if (!set.runs_interleaved(type) || rows % quant::kInterleaveRows != 0) return std::nullopt;
-    return quant::interleaved_type(type);
+    if (rows % quant::kInterleaveRows != 0) return std::nullopt;
+    return set.layout_for(type);
 }
 
 namespace {

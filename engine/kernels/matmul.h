@@ -18,6 +18,7 @@
 #include <string_view>
 
 #include "engine/core/dtype.h"
+#include "engine/quant/interleave.h"
 
 namespace kiln::kernels {
 
@@ -74,21 +75,27 @@ struct MatmulKernels {
                    const void* x, size_t x_stride, int64_t n_tokens, float* out, int64_t out_stride,
                    const RowClaims* claims);
 
-    // The plain types whose interleaved layouts (quant/interleave.h) this set
-    // has fast kernels for, so that the loader should rearrange their weights:
-    // bit 1 << type for each (plain types have ids below 32).
-    uint32_t interleaved_types = 0;
+    // The interleaved layouts (quant/interleave.h) this set has fast kernels
+    // for, so that the loader should rearrange weights into them: bit
+    // (layout - kInterleavedBase) for each (see layout_bits).
+    uint64_t interleaved_layouts = 0;
 
-    bool runs_interleaved(DType plain) const noexcept {
-        const auto id = static_cast<uint32_t>(plain);
-        return id < 32 && (interleaved_types >> id & 1u) != 0;
+    // The layout this set keeps weights of the plain type in, if it has one.
+    std::optional<DType> layout_for(DType plain) const noexcept {
+        for (const auto& l : quant::kInterleavedLayouts)
+            if (l.plain == plain && (interleaved_layouts >> layout_bit(l.layout) & 1u) != 0) return l.layout;
+        return std::nullopt;
     }
+    static constexpr uint32_t layout_bit(DType layout) noexcept {
+        return static_cast<uint32_t>(layout) - static_cast<uint32_t>(kInterleavedBase);
+    }
+    static constexpr DType kInterleavedBase = static_cast<DType>(0x10000);
 };
 
-// The interleaved_types bits of a list of plain types.
-constexpr uint32_t type_bits(std::initializer_list<DType> types) noexcept {
-    uint32_t bits = 0;
-    for (DType t : types) bits |= 1u << static_cast<uint32_t>(t);
+// The interleaved_layouts bits of a list of layouts.
+constexpr uint64_t layout_bits(std::initializer_list<DType> layouts) noexcept {
+    uint64_t bits = 0;
+    for (DType t : layouts) bits |= uint64_t{1} << MatmulKernels::layout_bit(t);
     return bits;
 }
 

@@ -26,8 +26,8 @@
 // for Q2_K/Q4_K/Q5_K, and cvt(isum - offset term) * (d * dx) for Q3_K/Q6_K;
 // only the float sum over super-blocks is ordered differently from the scalar
 // set. Each row's arithmetic is the same whatever panel, chunk or thread
-// computes it. Interleaved weights (Q4_K_R16, Q5_K_R16, Q6_K_R16) are
-// unpacked from their groups' blocks, so they give the plain weights' bits.
+// computes it. Interleaved weights (Q4_K_R16, Q5_K_R16, Q6_K_R16, Q6_K_R16B)
+// are unpacked from their groups' blocks, so they give the plain weights' bits.
 #include "engine/kernels/matmul_avx2_kquants.h"
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
@@ -88,9 +88,9 @@ constexpr int kQuadsPerSum = std::min(kElementsPerScale<T> / 4, 32767 / (2 * kMa
 template <DType T>
 constexpr int kBsumPairs = kElementsPerScale<T> == 32 ? 4 : 8;
 
+// A block's scales, bsum-term weights, d and dmin into p (not its codes).
 template <DType T>
-void unpack_block(const std::byte* blk, PanelBlock& p) noexcept {
-    for (int c = 0; c < 8; ++c) _mm256_store_si256(reinterpret_cast<__m256i*>(p.codes + 32 * c), chunk_codes<T>(blk, c));
+void unpack_scales(const std::byte* blk, PanelBlock& p) noexcept {
     const Scales s = block_scales<T>(blk);
     const __m128i lo = _mm_cvtepi8_epi16(s.scales8), hi = _mm_cvtepi8_epi16(_mm_srli_si128(s.scales8, 8));
     auto* pairs = reinterpret_cast<__m128i*>(p.scale_pairs);
@@ -109,6 +109,12 @@ void unpack_block(const std::byte* blk, PanelBlock& p) noexcept {
     }
     p.d = s.d;
     p.dmin = s.dmin;
+}
+
+template <DType T>
+void unpack_block(const std::byte* blk, PanelBlock& p) noexcept {
+    for (int c = 0; c < 8; ++c) _mm256_store_si256(reinterpret_cast<__m256i*>(p.codes + 32 * c), chunk_codes<T>(blk, c));
+    unpack_scales<T>(blk, p);
 }
 
 // Interleaved weights (quant/interleave.h) back to 16 plain blocks. Their
@@ -173,6 +179,42 @@ void deinterleave_group_block(const std::byte* gb, std::byte* plain) noexcept {
     }
 }
 
+// A Q6_K_R16B group's super-block (quant/interleave.h) into the panel blocks
+// of its 16 rows. The codes are decoded where they lie, 8 rows to a vector as
+// the decode kernel does (three quads' low 6 bits, the fourth from their
+// tops), into the 64 quads of each row in element order, which one transpose
+// turns into rows; d and the scales go through plain blocks that hold only
+// them.
+template <class PanelOf>
+void unpack_q6_k_r16b_group_block(const std::byte* gb, PanelOf&& panel_of) noexcept {
+    constexpr int64_t BB = kBlockBytes<DType::Q6_K>;
+    alignas(32) std::byte headers[16 * BB];
+    copy_words(gb, 1, 2, headers, BB, offsetof(quant::BlockQ6_K, d));
+    copy_words(gb + 32, 4, 4, headers, BB, offsetof(quant::BlockQ6_K, scales));
+    alignas(32) std::byte quads[64 * 64];  // quad 4 s + u of row r at 64 (4 s + u) + 4 r
+    const __m256i low6 = _mm256_set1_epi8(0x3F);
+    for (int s = 0; s < 16; ++s)
+        for (int h = 0; h < 2; ++h) {
+            const std::byte* p = gb + 288 + 3 * s * 64 + 32 * h;
+            const __m256i a = load256(p), b = load256(p + 64), c = load256(p + 128);
+            const __m256i fourth = _mm256_or_si256(_mm256_or_si256(_mm256_srli_epi16(_mm256_andnot_si256(low6, a), 6),
+                                                                   _mm256_srli_epi16(_mm256_andnot_si256(low6, b), 4)),
+                                                   _mm256_srli_epi16(_mm256_andnot_si256(low6, c), 2));
+            auto* q = reinterpret_cast<__m256i*>(quads + 4 * s * 64 + 32 * h);
+            _mm256_store_si256(q, _mm256_and_si256(a, low6));
+            _mm256_store_si256(q + 2, _mm256_and_si256(b, low6));
+            _mm256_store_si256(q + 4, _mm256_and_si256(c, low6));
+            _mm256_store_si256(q + 6, fourth);
+        }
+    alignas(32) std::byte codes[16 * 256];
+    transpose_quads(quads, 64, codes, 256, 0);
+    for (int r = 0; r < 16; ++r) {
+        PanelBlock& p = panel_of(r);
+        std::memcpy(p.codes, codes + 256 * r, 256);
+        unpack_scales<DType::Q6_K>(headers + r * BB, p);
+    }
+}
+
 // Unpacks rows [0, rows) of a chunk into panels of kPanelRows rows, blocks of a
 // panel's rows side by side; rows past `rows` are zero (their results are
 // dropped). Interleaved chunks hold whole groups (their row ranges are
@@ -183,6 +225,15 @@ void unpack_chunk(const std::byte* w, size_t w_stride, DType layout, int rows, i
         return panels[(r / kPanelRows) * nb * kPanelRows + i * kPanelRows + r % kPanelRows];
     };
     if constexpr (kHasInterleaved<T>) {
+        if (T == DType::Q6_K && layout == DType::Q6_K_R16B) {
+            for (int g = 0; g < rows; g += 16) {
+                const std::byte* group = w + g * static_cast<int64_t>(w_stride);
+                for (int64_t i = 0; i < nb; ++i)
+                    unpack_q6_k_r16b_group_block(group + i * 16 * kBlockBytes<T>,
+                                                 [&](int r) -> PanelBlock& { return panel_block(g + r, i); });
+            }
+            return;
+        }
         if (quant::is_interleaved(layout)) {
             constexpr int64_t BB = kBlockBytes<T>;
             alignas(32) std::byte plain[16 * BB];

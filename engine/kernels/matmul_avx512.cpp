@@ -254,6 +254,7 @@ void avx512_matmul(DType type, int64_t k, const void* w, size_t w_stride, int64_
         case DType::Q5_1:
         case DType::IQ4_NL:
         case DType::IQ4_XS:
+        case DType::Q6_K_R16B:  // the avx2 set's layout of Q6_K (this set keeps Q6_K_R16)
             // No 512-bit kernels for these yet: the AVX2 set's (every CPU of this set runs them).
             if (const MatmulKernels* avx2 = avx2_matmul_kernels()) {
                 avx2->matmul(type, k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride, claims);
@@ -267,7 +268,8 @@ void avx512_matmul(DType type, int64_t k, const void* w, size_t w_stride, int64_
 }
 
 constexpr MatmulKernels kAvx512Vnni{"avx512-vnni", avx512_prepare_row, avx512_matmul,
-                                     type_bits({DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K})};
+                                     layout_bits({DType::Q8_0_R16, DType::Q4_0_R16, DType::Q4_K_R16,
+                                                  DType::Q5_K_R16, DType::Q6_K_R16})};
 
 }  // namespace
 

@@ -228,7 +228,7 @@ const MatmulKernels* amx_matmul_kernels() noexcept {
     static const MatmulKernels* const set = []() -> const MatmulKernels* {
         const MatmulKernels* vnni = avx512_vnni_matmul_kernels();
         if (vnni == nullptr || !amx_support().int8) return nullptr;
-        static const MatmulKernels amx{"amx", amx_prepare_row, amx_matmul, vnni->interleaved_types};
+        static const MatmulKernels amx{"amx", amx_prepare_row, amx_matmul, vnni->interleaved_layouts};
         return &amx;
     }();
     return set;

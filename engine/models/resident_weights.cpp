@@ -116,7 +116,7 @@ ResidentWeights::ResidentWeights(const GgufFile& file, WeightPlacement placement
         size_t offset = 0;
         for (const auto& [t, rearranged] : to_copy) {
             if (rearranged) {
-                quant::interleave_rows(t->type, t->data.data(), static_cast<int64_t>(t->dims[1]),
+                quant::interleave_rows(*rearranged, t->data.data(), static_cast<int64_t>(t->dims[1]),
                                        static_cast<int64_t>(t->dims[0]), base_ + offset);
                 layouts_.emplace(t, *rearranged);
             } else {

@@ -33,11 +33,67 @@ constexpr int64_t kQ6D = 0, kQ6Scales = 32, kQ6Low = 288, kQ6High = 2336;
 static_assert(kQ6High + 16 * 64 == kQ6KGroupBlockBytes);
 
 template <class Copy>
-void map_q6_k_block(int r, Copy&& copy) {
+void copy_q6_k_header(int r, Copy&& copy) {  // d and the scales
     copy(kQ6D + 2 * r, offsetof(BlockQ6_K, d), 2);
     for (int w = 0; w < 4; ++w) copy(kQ6Scales + 64 * w + 4 * r, offsetof(BlockQ6_K, scales) + 4 * w, 4);
+}
+
+template <class Copy>
+void map_q6_k_block(int r, Copy&& copy) {
+    copy_q6_k_header(r, copy);
     for (int q = 0; q < 32; ++q) copy(kQ6Low + 64 * q + 4 * r, offsetof(BlockQ6_K, ql) + 4 * q, 4);
     for (int q = 0; q < 16; ++q) copy(kQ6High + 64 * q + 4 * r, offsetof(BlockQ6_K, qh) + 4 * q, 4);
+}
+
+// Q6_K_R16B: d and scales where Q6_K_R16 has them; the codes whole (see
+// interleave.h). Element 128 n + 32 e + l of a plain block (l < 32) has its low
+// 4 bits in ql[64 n + 32 (e % 2) + l] (the high nibble when e >= 2) and its
+// high 2 bits at bit 2 e of qh[32 n + l], as ggml stores Q6_K.
+constexpr int64_t kQ6BCodes = 288;
+
+int q6_k_code(const BlockQ6_K& b, int element) {
+    const int n = element / 128, e = element % 128 / 32, l = element % 32;
+    const int low = b.ql[64 * n + 32 * (e % 2) + l] >> (4 * (e / 2)) & 0x0F;
+    return low | (b.qh[32 * n + l] >> (2 * e) & 3) << 4;
+}
+
+void set_q6_k_code(BlockQ6_K& b, int element, int code) {
+    const int n = element / 128, e = element % 128 / 32, l = element % 32;
+    uint8_t& low = b.ql[64 * n + 32 * (e % 2) + l];
+    low = static_cast<uint8_t>((low & (0xF0 >> (4 * (e / 2)))) | (code & 0x0F) << (4 * (e / 2)));
+    uint8_t& high = b.qh[32 * n + l];
+    high = static_cast<uint8_t>((high & ~(3 << (2 * e))) | (code >> 4 & 3) << (2 * e));
+}
+
+// Byte b of quad u (0..2) of sub-block s of row r in a group's super-block.
+constexpr int64_t q6_k_r16b_at(int s, int u, int r, int b) { return kQ6BCodes + 64 * (3 * s + u) + 4 * r + b; }
+
+void q6_k_r16b_put(const std::byte* block, int r, std::byte* out) {
+    BlockQ6_K b;
+    std::memcpy(&b, block, sizeof(b));
+    copy_q6_k_header(r, [&](int64_t at, size_t from, size_t n) { std::memcpy(out + at, block + from, n); });
+    for (int s = 0; s < 16; ++s)
+        for (int u = 0; u < 3; ++u)
+            for (int i = 0; i < 4; ++i) {
+                const int code = q6_k_code(b, 16 * s + 4 * u + i), fourth = q6_k_code(b, 16 * s + 12 + i);
+                out[q6_k_r16b_at(s, u, r, i)] = static_cast<std::byte>(code | (fourth >> (2 * u) & 3) << 6);
+            }
+}
+
+void q6_k_r16b_get(const std::byte* in, int r, std::byte* block) {
+    BlockQ6_K b{};
+    for (int s = 0; s < 16; ++s)
+        for (int i = 0; i < 4; ++i) {
+            int fourth = 0;
+            for (int u = 0; u < 3; ++u) {
+                const auto byte = static_cast<int>(in[q6_k_r16b_at(s, u, r, i)]);
+                set_q6_k_code(b, 16 * s + 4 * u + i, byte & 0x3F);
+                fourth |= (byte >> 6) << (2 * u);
+            }
+            set_q6_k_code(b, 16 * s + 12 + i, fourth);
+        }
+    std::memcpy(block, &b, sizeof(b));
+    copy_q6_k_header(r, [&](int64_t at, size_t to, size_t n) { std::memcpy(block + to, in + at, n); });
 }
 
 // Q5_K_R16: as Q4_K_R16 with the 32 qh bytes as 8 quads at 256 + 64 q + 4 r,
@@ -81,34 +137,28 @@ int64_t group_block_bytes(DType plain) noexcept {
 
 }  // namespace
 
-namespace {
-constexpr std::pair<DType, DType> kLayouts[] = {
-    {DType::Q4_0, DType::Q4_0_R16}, {DType::Q8_0, DType::Q8_0_R16}, {DType::Q4_K, DType::Q4_K_R16},
-    {DType::Q5_K, DType::Q5_K_R16}, {DType::Q6_K, DType::Q6_K_R16},
-};
-}  // namespace
-
 std::optional<DType> interleaved_type(DType plain) noexcept {
-    for (const auto& [from, to] : kLayouts)
+    for (const auto& [from, to] : kInterleavedLayouts)
         if (from == plain) return to;
     return std::nullopt;
 }
 
 bool is_interleaved(DType type) noexcept {
-    for (const auto& layout : kLayouts)
-        if (layout.second == type) return true;
+    for (const auto& layout : kInterleavedLayouts)
+        if (layout.layout == type) return true;
     return false;
 }
 
 DType plain_type(DType interleaved) noexcept {
-    for (const auto& [from, to] : kLayouts)
+    for (const auto& [from, to] : kInterleavedLayouts)
         if (to == interleaved) return from;
     assert(false && "not an interleaved layout");
     return interleaved;
 }
 
-void interleave_rows(DType plain, const std::byte* src, int64_t rows, int64_t k, std::byte* dst) noexcept {
-    assert(interleaved_type(plain) && rows % kInterleaveRows == 0 && k % type_traits(plain).block_size == 0);
+void interleave_rows(DType layout, const std::byte* src, int64_t rows, int64_t k, std::byte* dst) noexcept {
+    const DType plain = plain_type(layout);
+    assert(rows % kInterleaveRows == 0 && k % type_traits(plain).block_size == 0);
     const int64_t nb = k / type_traits(plain).block_size;
     const auto block_bytes = static_cast<int64_t>(type_traits(plain).block_bytes);
     const int64_t row_bytes = nb * block_bytes;
@@ -119,6 +169,10 @@ void interleave_rows(DType plain, const std::byte* src, int64_t rows, int64_t k,
             for (int64_t i = 0; i < nb; ++i) {
                 const std::byte* block = row + i * block_bytes;
                 std::byte* out = group + i * group_block_bytes(plain);
+                if (layout == DType::Q6_K_R16B) {
+                    q6_k_r16b_put(block, r, out);
+                    continue;
+                }
                 map_block(plain, r, [&](int64_t at, size_t from, size_t n) { std::memcpy(out + at, block + from, n); });
             }
         }
@@ -131,6 +185,10 @@ void deinterleaved_block(DType interleaved, const std::byte* group, int64_t k, i
     (void)k;
     const DType plain = plain_type(interleaved);
     const std::byte* in = group + i * group_block_bytes(plain);
+    if (interleaved == DType::Q6_K_R16B) {
+        q6_k_r16b_get(in, r, block);
+        return;
+    }
     map_block(plain, r, [&](int64_t at, size_t to, size_t n) { std::memcpy(block + to, in + at, n); });
 }
 
