@@ -356,6 +356,23 @@ TEST_CASE("interleaved: every kernel set matches the plain scalar set", "[kquant
     }
 }
 
+// Q6_K_R16B holds Q6_K_R16's codes in other bits of the same bytes: the same
+// integer sums and float operations, so every set gives both layouts' products
+// the same bits (decode, two-token and GEMM sizes).
+TEST_CASE("interleaved: Q6_K_R16B gives Q6_K_R16's bits in every kernel set", "[kquant_kernels]") {
+    uint32_t seed = 7400;
+    for (int64_t n_tokens : {1, 2, 3, 8, 17}) {
+        const Problem plain = make_problem(DType::Q6_K, 768, 32, n_tokens, seed++);
+        const Problem r16 = interleaved(plain, DType::Q6_K_R16), r16b = interleaved(plain, DType::Q6_K_R16B);
+        REQUIRE(r16.w != r16b.w);
+        for (const MatmulKernels* set : available_matmul_kernels()) {
+            const std::vector<float> a = run(*set, r16), b = run(*set, r16b);
+            INFO(set->name << " tokens=" << n_tokens);
+            REQUIRE(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+        }
+    }
+}
+
 TEST_CASE("interleaved: rows claimed by several threads equal one call bit for bit", "[kquant_kernels][threads]") {
     uint32_t seed = 7300;
     for (const MatmulKernels* set : available_matmul_kernels()) {
