@@ -243,6 +243,34 @@ void q45_k_rows(int64_t nb, const std::byte* group, int h0, const std::byte* x, 
 constexpr int64_t kQ6GroupBlockBytes = 16 * 210;
 constexpr int64_t kQ6Scales = 32, kQ6Low = 288, kQ6High = 2336;
 
+// The -32 offset of a Q6_K super-block for rows 8h .. 8h + 7 (Q6_K_R16 and
+// Q6_K_R16B keep d and the scales alike): minus 32 x the sum over sub-blocks of
+// scale x the token's sum of its 16 codes, the sum a row's products start from.
+inline __m256i q6_k_offset_term(const std::byte* gb, int h, const std::byte* xb, const SignedPicks& picks) noexcept {
+    __m256i off = _mm256_setzero_si256();
+    for (int w = 0; w < 4; ++w) {
+        const __m256i words = load256(gb + kQ6Scales + 64 * w + 32 * h);
+        off = _mm256_add_epi32(off, _mm256_madd_epi16(signed_pick(words, picks.pair[0]), bcast32(xb + kXBsums + 8 * w)));
+        off = _mm256_add_epi32(off, _mm256_madd_epi16(signed_pick(words, picks.pair[1]), bcast32(xb + kXBsums + 8 * w + 4)));
+    }
+    return _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
+}
+
+// A super-block's float step: acc += isum * (d * dx), x at the tokens' block.
+template <int NT, int V>
+inline void q6_k_scale_sums(const std::byte* gb, int h0, const std::byte* x, size_t x_stride,
+                            const __m256i (&isum)[V][NT], __m256 (&acc)[V][NT]) noexcept {
+    for (int t = 0; t < NT; ++t) {
+        float dx;
+        std::memcpy(&dx, x + t * static_cast<int64_t>(x_stride), 4);
+        const __m256 vdx = _mm256_set1_ps(dx);
+        for (int v = 0; v < V; ++v) {
+            const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb + 16 * (h0 + v))));
+            acc[v][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[v][t]), _mm256_mul_ps(d, vdx), acc[v][t]);
+        }
+    }
+}
+
 // Q6_K_R16: codes in [0, 63] are 4 low bits from a ql quad and 2 high bits from
 // a qh quad; ql quads 16n + j and 16n + 8 + j and qh quad 8n + j hold elements
 // 128n + 4j + {0, 32, 64, 96} (the layout of ggml's Q6_K), so code vector e of
@@ -259,20 +287,10 @@ void q6_k_rows(int64_t nb, const std::byte* group, int h0, const std::byte* x, s
         for (int t = 0; t < NT; ++t) acc[v][t] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
         const std::byte* gb = group + i * kQ6GroupBlockBytes;
-        __m256i isum[V][NT];
-        // The offset term first: 32 x sum of scale x bsum over the 16 sub-blocks.
-        for (int t = 0; t < NT; ++t) {
-            const std::byte* xb = x + t * static_cast<int64_t>(x_stride) + i * kXBytes;
-            for (int v = 0; v < V; ++v) {
-                __m256i off = _mm256_setzero_si256();
-                for (int w = 0; w < 4; ++w) {
-                    const __m256i words = load256(gb + kQ6Scales + 64 * w + 32 * (h0 + v));
-                    off = _mm256_add_epi32(off, _mm256_madd_epi16(signed_pick(words, picks.pair[0]), bcast32(xb + kXBsums + 8 * w)));
-                    off = _mm256_add_epi32(off, _mm256_madd_epi16(signed_pick(words, picks.pair[1]), bcast32(xb + kXBsums + 8 * w + 4)));
-                }
-                isum[v][t] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
-            }
-        }
+        __m256i isum[V][NT];  // the offset term first
+        for (int t = 0; t < NT; ++t)
+            for (int v = 0; v < V; ++v)
+                isum[v][t] = q6_k_offset_term(gb, h0 + v, x + t * static_cast<int64_t>(x_stride) + i * kXBytes, picks);
         // Code vector e of the quads of elements 128n .. 128n + 127 (n, e constants).
         const auto code_vectors = [&](auto n_constant, auto e_constant) {
             constexpr int n = decltype(n_constant)::value, e = decltype(e_constant)::value;
@@ -320,15 +338,7 @@ void q6_k_rows(int64_t nb, const std::byte* group, int h0, const std::byte* x, s
         [&]<int... ne>(std::integer_sequence<int, ne...>) {
             (code_vectors(std::integral_constant<int, ne / 4>{}, std::integral_constant<int, ne % 4>{}), ...);
         }(std::make_integer_sequence<int, 8>{});
-        for (int t = 0; t < NT; ++t) {
-            float dx;
-            std::memcpy(&dx, x + t * static_cast<int64_t>(x_stride) + i * kXBytes, 4);
-            const __m256 vdx = _mm256_set1_ps(dx);
-            for (int v = 0; v < V; ++v) {
-                const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb + 16 * (h0 + v))));
-                acc[v][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[v][t]), _mm256_mul_ps(d, vdx), acc[v][t]);
-            }
-        }
+        q6_k_scale_sums<NT, V>(gb, h0, x + i * kXBytes, x_stride, isum, acc);
     }
     for (int v = 0; v < V; ++v)
         for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + t * out_stride + kLaneRows * v, acc[v][t]);
@@ -356,18 +366,9 @@ void q6_k_r16b_rows(int64_t nb, const std::byte* group, int h0, const std::byte*
     for (int64_t i = 0; i < nb; ++i) {
         const std::byte* gb = group + i * kQ6GroupBlockBytes;
         __m256i isum[V][NT];
-        for (int t = 0; t < NT; ++t) {
-            const std::byte* xb = x + t * static_cast<int64_t>(x_stride) + i * kXBytes;
-            for (int v = 0; v < V; ++v) {
-                __m256i off = _mm256_setzero_si256();
-                for (int w = 0; w < 4; ++w) {
-                    const __m256i words = load256(gb + kQ6Scales + 64 * w + 32 * (h0 + v));
-                    off = _mm256_add_epi32(off, _mm256_madd_epi16(signed_pick(words, picks.pair[0]), bcast32(xb + kXBsums + 8 * w)));
-                    off = _mm256_add_epi32(off, _mm256_madd_epi16(signed_pick(words, picks.pair[1]), bcast32(xb + kXBsums + 8 * w + 4)));
-                }
-                isum[v][t] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
-            }
-        }
+        for (int t = 0; t < NT; ++t)
+            for (int v = 0; v < V; ++v)
+                isum[v][t] = q6_k_offset_term(gb, h0 + v, x + t * static_cast<int64_t>(x_stride) + i * kXBytes, picks);
 #pragma GCC unroll 16
         for (int s = 0; s < 16; ++s) {
             if (h0 == 0) prefetch_ahead(gb, kQ6GroupBlockBytes, s, 16);
@@ -396,15 +397,7 @@ void q6_k_r16b_rows(int64_t nb, const std::byte* group, int h0, const std::byte*
                 }
             }
         }
-        for (int t = 0; t < NT; ++t) {
-            float dx;
-            std::memcpy(&dx, x + t * static_cast<int64_t>(x_stride) + i * kXBytes, 4);
-            const __m256 vdx = _mm256_set1_ps(dx);
-            for (int v = 0; v < V; ++v) {
-                const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb + 16 * (h0 + v))));
-                acc[v][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[v][t]), _mm256_mul_ps(d, vdx), acc[v][t]);
-            }
-        }
+        q6_k_scale_sums<NT, V>(gb, h0, x + i * kXBytes, x_stride, isum, acc);
     }
     for (int v = 0; v < V; ++v)
         for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + t * out_stride + kLaneRows * v, acc[v][t]);
