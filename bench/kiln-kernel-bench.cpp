@@ -70,6 +70,9 @@ options:
   --sweep              also print batched GFLOP/s for 1..32 tokens (to tune the GEMM thresholds)
   --types LIST         weight types to time, comma-separated (default: all; e.g. q4_K,q6_K)
   --shapes LIST        matvec shapes ROWSxK, comma-separated (default 768x2048,2048x768,32000x768)
+  --batch SHAPE:N      the batched table's weights ROWSxK and tokens (default 768x2048:128;
+                       e.g. 5632x2048:512 for a 1.1B model's pp512 FFN product)
+  --no-matvec          skip the matvec tables (the limits and the batched table still run)
   -h, --help           show this help
       --version        print the version, git commit, build and kernel sets
 )";
@@ -85,6 +88,9 @@ struct Options {
         int64_t rows, k;
     };
     std::vector<Shape> shapes{{768, 2048}, {2048, 768}, {32000, 768}};
+    Shape batch_shape{768, 2048};
+    int64_t batch_tokens = 128;
+    bool matvec = true;
 };
 
 // "q4_K,q6_K" -> types; a name kiln does not know is a usage error.
@@ -335,6 +341,16 @@ int run(int argc, char** argv) {
             opt.types = parse_types(a, args.value(a));
         } else if (a == "--shapes") {
             opt.shapes = parse_shapes(a, args.value(a));
+        } else if (a == "--batch") {
+            const std::string_view v = args.value(a);
+            const size_t colon = v.find(':');
+            if (colon == std::string_view::npos) kiln::cli::usage_error("--batch: expected ROWSxK:TOKENS, got '{}'", v);
+            const std::vector<Options::Shape> shape = parse_shapes(a, v.substr(0, colon));
+            if (shape.size() != 1) kiln::cli::usage_error("--batch: expected one ROWSxK shape, got '{}'", v);
+            opt.batch_shape = shape.front();
+            opt.batch_tokens = kiln::cli::parse_int(a, v.substr(colon + 1), 1, 65536);
+        } else if (a == "--no-matvec") {
+            opt.matvec = false;
         } else {
             kiln::cli::usage_error("unknown option '{}'", a);
         }
@@ -399,6 +415,7 @@ int run(int argc, char** argv) {
     fmt::print("|---|---|--:|--:|--:|--:|--:|--:|--:|\n");
     uint64_t seed = 1;
     for (DType type : matvec_types) {
+        if (!opt.matvec) break;
         for (const Options::Shape& s : opt.shapes) {
             const size_t matrix_bytes = *kiln::checked_bytes(type, static_cast<uint64_t>(s.rows * s.k));
             const auto copies = static_cast<size_t>(std::ceil(streaming_set / static_cast<double>(matrix_bytes)));
@@ -425,17 +442,19 @@ int run(int argc, char** argv) {
 
     // Batched matmul: prompt processing.
     const std::vector<DType>& batch_types = matvec_types;
-    const int64_t kTokens = 128;
-    fmt::print("\n## Batched matmul ({} tokens, 768x2048 weights)\n\n", kTokens);
+    const int64_t kTokens = opt.batch_tokens;
+    const int64_t batch_rows = opt.batch_shape.rows, batch_k = opt.batch_shape.k;
+    fmt::print("\n## Batched matmul ({} tokens, {}x{} weights)\n\n", kTokens, batch_rows, batch_k);
     fmt::print("FMA peak now: measured just before each row. For q8_0/q4_0, GFLOP/s counts the same 2 rows k tokens\n"
                "operations done as int8 products, so it can exceed the float FMA peak.\n\n");
     fmt::print("| type | threads | GFLOP/s | FMA peak now | % of FMA peak |\n|---|--:|--:|--:|--:|\n");
     for (DType type : batch_types) {
-        const Weights w = make_weights(*set, type, 768, 2048, 1, seed++);
-        const Activations x = make_activations(*set, type, 2048, kTokens, seed++);
-        std::vector<float> out(static_cast<size_t>(768 * kTokens));
-        const double flops = 2.0 * 768 * 2048 * kTokens;
-        const int64_t iters = opt.quick ? 3 : 20;
+        if (!kiln::checked_bytes(type, static_cast<uint64_t>(batch_k))) continue;
+        const Weights w = make_weights(*set, type, batch_rows, batch_k, 1, seed++);
+        const Activations x = make_activations(*set, type, batch_k, kTokens, seed++);
+        std::vector<float> out(static_cast<size_t>(batch_rows * kTokens));
+        const double flops = 2.0 * static_cast<double>(batch_rows * batch_k * kTokens);
+        const int64_t iters = std::max<int64_t>(2, static_cast<int64_t>((opt.quick ? 0.3e9 : 4e9) / flops));
         for (const Limits& l : limits) {
             kiln::ThreadPool pool(l.threads);
             time_matmul(pool, *set, w, 1, x, kTokens, out, 2, 1);  // warm up: scratch buffers, caches
