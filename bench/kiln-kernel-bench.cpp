@@ -368,6 +368,9 @@ int run(int argc, char** argv) {
         for (const Options::Shape& s : opt.shapes)
             if (!kiln::checked_bytes(type, static_cast<uint64_t>(s.k)))
                 kiln::cli::usage_error("--shapes: k = {} is not a whole number of {} blocks", s.k, kiln::dtype_name(type));
+        if (!kiln::checked_bytes(type, static_cast<uint64_t>(opt.batch_shape.k)))
+            kiln::cli::usage_error("--batch: k = {} is not a whole number of {} blocks", opt.batch_shape.k,
+                                   kiln::dtype_name(type));
     }
 
     const MatmulKernels* set = &kiln::kernels::active_matmul_kernels();
@@ -405,37 +408,38 @@ int run(int argc, char** argv) {
     for (const Limits& l : limits) fmt::print("| {} | {:.1f} | {:.1f} |\n", l.threads, l.bandwidth_gbs, l.fma_gflops);
 
     // Matvec, hot and streaming.
-    const double target_bytes = opt.quick ? 0.2e9 : 2e9;  // bytes read per timed repetition
-    fmt::print("\n## Matvec (decode: 1 token), GB/s of weights\n\n");
-    fmt::print("hot: one matrix, cache-resident; streaming: {:.0f} MiB of copies. BW now: memory read GB/s measured\n"
-               "just before the streaming run; hot % is of the limits table's bandwidth.\n\n",
-               streaming_set / kMiB);
-    fmt::print("| type | rows x k | MiB | threads | hot GB/s | hot % of BW | streaming GB/s | BW now |"
-               " streaming % of BW now |\n");
-    fmt::print("|---|---|--:|--:|--:|--:|--:|--:|--:|\n");
     uint64_t seed = 1;
-    for (DType type : matvec_types) {
-        if (!opt.matvec) break;
-        for (const Options::Shape& s : opt.shapes) {
-            const size_t matrix_bytes = *kiln::checked_bytes(type, static_cast<uint64_t>(s.rows * s.k));
-            const auto copies = static_cast<size_t>(std::ceil(streaming_set / static_cast<double>(matrix_bytes)));
-            const Weights w = make_weights(*set, type, s.rows, s.k, std::max<size_t>(copies, 2), seed++);
-            const Activations x = make_activations(*set, type, s.k, 1, seed++);
-            std::vector<float> out(static_cast<size_t>(s.rows));
-            const auto hot_iters = std::max<int64_t>(4, static_cast<int64_t>(target_bytes / matrix_bytes));
-            const auto stream_iters = std::max<int64_t>(static_cast<int64_t>(w.copies), hot_iters);
-            for (const Limits& l : limits) {
-                kiln::ThreadPool pool(l.threads);
-                time_matmul(pool, *set, w, 1, x, 1, out, std::min<int64_t>(hot_iters, 8), 1);  // warm up
-                const double hot_s = time_matmul(pool, *set, w, 1, x, 1, out, hot_iters, opt.reps);
-                const double bw_now = measure_bandwidth(pool, bw_buffer.get(), bw_words, std::min(opt.reps, 3));
-                const double stream_s = time_matmul(pool, *set, w, w.copies, x, 1, out, stream_iters, opt.reps);
-                const double hot_gbs = static_cast<double>(matrix_bytes) * static_cast<double>(hot_iters) / hot_s / 1e9;
-                const double stream_gbs =
-                    static_cast<double>(matrix_bytes) * static_cast<double>(stream_iters) / stream_s / 1e9;
-                fmt::print("| {} | {}x{} | {:.1f} | {} | {:.1f} | {:.0f}% | {:.1f} | {:.1f} | {:.0f}% |\n",
-                           kiln::dtype_name(w.type), s.rows, s.k, static_cast<double>(matrix_bytes) / kMiB, l.threads,
-                           hot_gbs, 100.0 * hot_gbs / l.bandwidth_gbs, stream_gbs, bw_now, 100.0 * stream_gbs / bw_now);
+    if (opt.matvec) {
+        const double target_bytes = opt.quick ? 0.2e9 : 2e9;  // bytes read per timed repetition
+        fmt::print("\n## Matvec (decode: 1 token), GB/s of weights\n\n");
+        fmt::print("hot: one matrix, cache-resident; streaming: {:.0f} MiB of copies. BW now: memory read GB/s measured\n"
+                   "just before the streaming run; hot % is of the limits table's bandwidth.\n\n",
+                   streaming_set / kMiB);
+        fmt::print("| type | rows x k | MiB | threads | hot GB/s | hot % of BW | streaming GB/s | BW now |"
+                   " streaming % of BW now |\n");
+        fmt::print("|---|---|--:|--:|--:|--:|--:|--:|--:|\n");
+        for (DType type : matvec_types) {
+            for (const Options::Shape& s : opt.shapes) {
+                const size_t matrix_bytes = *kiln::checked_bytes(type, static_cast<uint64_t>(s.rows * s.k));
+                const auto copies = static_cast<size_t>(std::ceil(streaming_set / static_cast<double>(matrix_bytes)));
+                const Weights w = make_weights(*set, type, s.rows, s.k, std::max<size_t>(copies, 2), seed++);
+                const Activations x = make_activations(*set, type, s.k, 1, seed++);
+                std::vector<float> out(static_cast<size_t>(s.rows));
+                const auto hot_iters = std::max<int64_t>(4, static_cast<int64_t>(target_bytes / matrix_bytes));
+                const auto stream_iters = std::max<int64_t>(static_cast<int64_t>(w.copies), hot_iters);
+                for (const Limits& l : limits) {
+                    kiln::ThreadPool pool(l.threads);
+                    time_matmul(pool, *set, w, 1, x, 1, out, std::min<int64_t>(hot_iters, 8), 1);  // warm up
+                    const double hot_s = time_matmul(pool, *set, w, 1, x, 1, out, hot_iters, opt.reps);
+                    const double bw_now = measure_bandwidth(pool, bw_buffer.get(), bw_words, std::min(opt.reps, 3));
+                    const double stream_s = time_matmul(pool, *set, w, w.copies, x, 1, out, stream_iters, opt.reps);
+                    const double hot_gbs = static_cast<double>(matrix_bytes) * static_cast<double>(hot_iters) / hot_s / 1e9;
+                    const double stream_gbs =
+                        static_cast<double>(matrix_bytes) * static_cast<double>(stream_iters) / stream_s / 1e9;
+                    fmt::print("| {} | {}x{} | {:.1f} | {} | {:.1f} | {:.0f}% | {:.1f} | {:.1f} | {:.0f}% |\n",
+                               kiln::dtype_name(w.type), s.rows, s.k, static_cast<double>(matrix_bytes) / kMiB, l.threads,
+                               hot_gbs, 100.0 * hot_gbs / l.bandwidth_gbs, stream_gbs, bw_now, 100.0 * stream_gbs / bw_now);
+                }
             }
         }
     }
@@ -449,7 +453,6 @@ int run(int argc, char** argv) {
                "operations done as int8 products, so it can exceed the float FMA peak.\n\n");
     fmt::print("| type | threads | GFLOP/s | FMA peak now | % of FMA peak |\n|---|--:|--:|--:|--:|\n");
     for (DType type : batch_types) {
-        if (!kiln::checked_bytes(type, static_cast<uint64_t>(batch_k))) continue;
         const Weights w = make_weights(*set, type, batch_rows, batch_k, 1, seed++);
         const Activations x = make_activations(*set, type, batch_k, kTokens, seed++);
         std::vector<float> out(static_cast<size_t>(batch_rows * kTokens));

@@ -401,6 +401,21 @@ TEST_CASE("kiln-bench -o sql writes llama-bench's SQLite table, which SQLite loa
                   "'llama ?B all F32 (guessed)')]\n");
 }
 
+TEST_CASE("kiln-kernel-bench --batch and --no-matvec: the batched table alone, at the shape and tokens asked", "[cli][bench]") {
+    const std::string tool = test::program_command(std::filesystem::path(KILN_BENCH_DIR) / "kiln-kernel-bench");
+    const test::ToolRun run = test::run_command(tool + " --quick -t 1 --types q8_0,q4_0 --no-matvec --batch 48x256:9");
+    INFO(run.out << run.err);
+    REQUIRE(run.status == 0);
+    CHECK(run.out.find("## Matvec") == std::string::npos);
+    CHECK(run.out.find("## Batched matmul (9 tokens, 48x256 weights)") != std::string::npos);
+    int batched_rows = 0;
+    for (const std::string& line : lines_of(run.out))
+        if (line.starts_with("| q") && line.find(" | 1 | ") != std::string::npos &&
+            std::count(line.begin(), line.end(), '|') == 6)
+            ++batched_rows;
+    CHECK(batched_rows == 2);
+}
+
 TEST_CASE("kiln-kernel-bench --types and --shapes: the named kernels only, bad values in one line", "[cli][bench]") {
     const std::string tool = test::program_command(std::filesystem::path(KILN_BENCH_DIR) / "kiln-kernel-bench");
     // --quick: a smoke test of the flags, not a measurement (no timing is checked).
@@ -423,7 +438,10 @@ TEST_CASE("kiln-kernel-bench --types and --shapes: the named kernels only, bad v
              {"--types q9_Z", "unknown type 'q9_Z'"},
              {"--types iq2_xxs", "does not multiply with iq2_xxs"},
              {"--shapes 64by256", "'64by256' is not ROWSxK"},
-             {"--types q4_K --shapes 64x100", "k = 100 is not a whole number of q4_K blocks"}}) {
+             {"--types q4_K --shapes 64x100", "k = 100 is not a whole number of q4_K blocks"},
+             {"--batch 64x256", "--batch: expected ROWSxK:TOKENS, got '64x256'"},
+             {"--batch 64x256:0", "--batch"},
+             {"--types q8_0 --batch 64x100:8", "--batch: k = 100 is not a whole number of q8_0 blocks"}}) {
         const test::ToolRun bad = test::run_command(tool + " " + args);
         INFO(args << ": " << bad.out << bad.err);
         CHECK(bad.status != 0);
