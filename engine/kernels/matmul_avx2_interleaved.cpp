@@ -528,7 +528,7 @@ bool avx2_interleaved_matmul(DType type, int64_t k, const void* w, size_t w_stri
     const auto* wb = static_cast<const std::byte*>(w);
     const auto* xb = static_cast<const std::byte*>(x);
     const bool legacy = type == DType::Q8_0_R16 || type == DType::Q4_0_R16;
-    if (legacy && n_tokens >= kBlockGemmMinTokens)
+    if (legacy && n_tokens >= interleaved_block_gemm_min_tokens(type))
         return avx2_block_gemm(type, k, wb, w_stride, r0, r1, xb, x_stride, n_tokens, out, out_stride, claims);
     if (!legacy && n_tokens >= kAvx2KquantGemmTokens)
         return avx2_kquant_gemm(type, k, w, w_stride, r0, r1, x, x_stride, n_tokens, out, out_stride, claims);
