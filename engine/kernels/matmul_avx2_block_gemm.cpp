@@ -77,6 +77,15 @@ Panel panel_at(std::byte* p, int64_t k) noexcept {
     return {reinterpret_cast<uint8_t*>(p), scales, scales + kGemmRows * k / 32};
 }
 
+// Calls f(vb, b, lane, t) for every lane of every (token vector, block) of a
+// packing: vb = v * nb + b, t = 8 v + lane (t >= n_tokens: a padding lane).
+template <class F>
+void for_each_token_lane(int64_t vectors, int64_t nb, F&& f) {
+    for (int64_t v = 0; v < vectors; ++v)
+        for (int64_t b = 0; b < nb; ++b)
+            for (int lane = 0; lane < 8; ++lane) f(static_cast<size_t>(v * nb + b), b, lane, v * 8 + lane);
+}
+
 // Packs n_tokens prepared rows (Q8_0, or Q8_1 for W with a minimum) into
 // `scratch` (packed_tokens_bytes of it).
 template <DType W>
@@ -89,30 +98,25 @@ PackedTokens pack_tokens(int64_t k, const std::byte* x, size_t x_stride, int64_t
     auto* scales = reinterpret_cast<float*>(scratch + blocks * 256);
     auto* sums = reinterpret_cast<int32_t*>(scratch + blocks * (256 + 32));
     auto* s = reinterpret_cast<float*>(scratch + blocks * (256 + 64));
-    for (int64_t v = 0; v < p.vectors; ++v)
-        for (int64_t b = 0; b < p.nb; ++b) {
-            const size_t vb = static_cast<size_t>(v * p.nb + b);
-            int8_t* dst = quads + vb * 256;
-            for (int lane = 0; lane < 8; ++lane) {
-                const int64_t t = v * 8 + lane;
-                const size_t at = vb * 8 + static_cast<size_t>(lane);
-                if (t >= n_tokens) {  // padding: zero codes and scales, never stored
-                    for (int q = 0; q < 8; ++q) std::memset(dst + q * 32 + lane * 4, 0, 4);
-                    scales[at] = 0.0f;
-                    sums[at] = 0;
-                    s[at] = 0.0f;
-                    continue;
-                }
-                const std::byte* blk = x + t * static_cast<int64_t>(x_stride) + b * kActBytes<W>;
-                const auto* codes = reinterpret_cast<const int8_t*>(blk + kActCodes<W>);
-                int32_t sum = 0;
-                for (int e = 0; e < 32; ++e) sum += codes[e];
-                for (int q = 0; q < 8; ++q) std::memcpy(dst + q * 32 + lane * 4, codes + q * 4, 4);
-                scales[at] = half_at(blk);
-                sums[at] = sum;
-                s[at] = kHasMinimum<W> ? half_at(blk + 2) : 0.0f;
-            }
+    for_each_token_lane(p.vectors, p.nb, [&](size_t vb, int64_t b, int lane, int64_t t) {
+        int8_t* dst = quads + vb * 256;
+        const size_t at = vb * 8 + static_cast<size_t>(lane);
+        if (t >= n_tokens) {  // padding: zero codes and scales, never stored
+            for (int q = 0; q < 8; ++q) std::memset(dst + q * 32 + lane * 4, 0, 4);
+            scales[at] = 0.0f;
+            sums[at] = 0;
+            s[at] = 0.0f;
+            return;
         }
+        const std::byte* blk = x + t * static_cast<int64_t>(x_stride) + b * kActBytes<W>;
+        const auto* codes = reinterpret_cast<const int8_t*>(blk + kActCodes<W>);
+        int32_t sum = 0;
+        for (int e = 0; e < 32; ++e) sum += codes[e];
+        for (int q = 0; q < 8; ++q) std::memcpy(dst + q * 32 + lane * 4, codes + q * 4, 4);
+        scales[at] = half_at(blk);
+        sums[at] = sum;
+        s[at] = kHasMinimum<W> ? half_at(blk + 2) : 0.0f;
+    });
     p.quads = quads;
     p.scales = scales;
     p.sums = sums;
@@ -288,26 +292,22 @@ PairTokens pack_token_pairs(int64_t k, const std::byte* x, size_t x_stride, int6
     const auto blocks = static_cast<size_t>(p.vectors * p.nb);
     auto* pairs = reinterpret_cast<int32_t*>(scratch);
     auto* scales = reinterpret_cast<float*>(scratch + blocks * kPairBlockInts * 4);
-    for (int64_t v = 0; v < p.vectors; ++v)
-        for (int64_t b = 0; b < p.nb; ++b) {
-            const size_t vb = static_cast<size_t>(v * p.nb + b);
-            int32_t* dst = pairs + vb * kPairBlockInts;
-            for (int lane = 0; lane < 8; ++lane) {
-                const int64_t t = v * 8 + lane;
-                if (t >= n_tokens) {  // padding: zero codes and scales, never stored
-                    for (int q = 0; q < 16; ++q) dst[q * 8 + lane] = 0;
-                    scales[vb * 8 + static_cast<size_t>(lane)] = 0.0f;
-                    continue;
-                }
-                const std::byte* blk = x + t * static_cast<int64_t>(x_stride) + b * static_cast<int64_t>(sizeof(quant::BlockQ8_0));
-                alignas(32) int32_t words[16];
-                const __m256i codes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
-                _mm256_store_si256(reinterpret_cast<__m256i*>(words), _mm256_cvtepi8_epi16(_mm256_castsi256_si128(codes)));
-                _mm256_store_si256(reinterpret_cast<__m256i*>(words + 8), _mm256_cvtepi8_epi16(_mm256_extracti128_si256(codes, 1)));
-                for (int q = 0; q < 16; ++q) dst[q * 8 + lane] = words[q];
-                scales[vb * 8 + static_cast<size_t>(lane)] = half_at(blk);
-            }
+    for_each_token_lane(p.vectors, p.nb, [&](size_t vb, int64_t b, int lane, int64_t t) {
+        int32_t* dst = pairs + vb * kPairBlockInts;
+        const size_t at = vb * 8 + static_cast<size_t>(lane);
+        if (t >= n_tokens) {  // padding: zero codes and scales, never stored
+            for (int q = 0; q < 16; ++q) dst[q * 8 + lane] = 0;
+            scales[at] = 0.0f;
+            return;
         }
+        const std::byte* blk = x + t * static_cast<int64_t>(x_stride) + b * static_cast<int64_t>(sizeof(quant::BlockQ8_0));
+        alignas(32) int32_t words[16];
+        const __m256i codes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(words), _mm256_cvtepi8_epi16(_mm256_castsi256_si128(codes)));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(words + 8), _mm256_cvtepi8_epi16(_mm256_extracti128_si256(codes, 1)));
+        for (int q = 0; q < 16; ++q) dst[q * 8 + lane] = words[q];
+        scales[at] = half_at(blk);
+    });
     p.pairs = pairs;
     p.scales = scales;
     return p;
